@@ -1,0 +1,257 @@
+//! The public entry points: host arrays in and out, or tensors that stay on the device.
+//! Every function is async at heart; the blocking forms are thin native-only wrappers.
+
+use ndarray::{ArrayView4, Ix3, Ix4};
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::context::GpuContext;
+use crate::gpu::readback::read_ranges;
+use crate::gpu::staged::{self, ForwardInputs, ForwardOutputs};
+use crate::gpu::tensor::{to_array, GpuTensor};
+use crate::gpu::upload;
+use crate::options::{AttentionOptions, KernelPath, Precision};
+use crate::output::AttentionOutput;
+use crate::problem::{validate, Problem};
+
+/// Outputs of a GPU-resident call: they stay on the device until read.
+#[derive(Debug, Clone)]
+pub struct GpuOutputs {
+    /// `(B, Hq, Lq, Dv)`.
+    pub out: GpuTensor,
+    /// `(B, Hq, Lq, Lk)`, when requested.
+    pub weights: Option<GpuTensor>,
+    /// `(B, Hq, Lq)`, when requested.
+    pub lse: Option<GpuTensor>,
+}
+
+impl GpuOutputs {
+    /// Device tensors of the right shapes for a call with these inputs and options.
+    ///
+    /// # Errors
+    /// Any input error of [`validate`].
+    pub fn allocate(
+        ctx: &GpuContext,
+        q: &[usize],
+        k: &[usize],
+        v: &[usize],
+        opts: &AttentionOptions<'_>,
+    ) -> Result<Self> {
+        let p = validate(q, k, v, opts)?;
+        let (b, h, lq, lk) = (p.batch, p.heads_q, p.len_q, p.len_k);
+        Ok(Self {
+            out: GpuTensor::empty(ctx, &[b, h, lq, p.dim_v]),
+            weights: p
+                .return_weights
+                .then(|| GpuTensor::empty(ctx, &[b, h, lq, lk])),
+            lse: p.return_lse.then(|| GpuTensor::empty(ctx, &[b, h, lq])),
+        })
+    }
+
+    /// Reads every output back to the host with one mapping.
+    ///
+    /// # Errors
+    /// [`AttentionError::Device`] when the copy or mapping fails.
+    pub async fn read_async(&self, ctx: &GpuContext) -> Result<AttentionOutput> {
+        let tensors: Vec<&GpuTensor> = [Some(&self.out), self.weights.as_ref(), self.lse.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let ranges: Vec<_> = tensors
+            .iter()
+            .map(|t| (t.buffer(), 0, t.len() as u64 * 4))
+            .collect();
+        let mut data = read_ranges(ctx, &ranges).await?.into_iter();
+        let mut next = |t: &GpuTensor| to_array(t.shape(), data.next().unwrap_or_default());
+        let out = next(&self.out)?;
+        let weights = self.weights.as_ref().map(&mut next).transpose()?;
+        let lse = self.lse.as_ref().map(&mut next).transpose()?;
+        Ok(AttentionOutput {
+            out: into4(out)?,
+            weights: weights.map(into4).transpose()?,
+            lse: lse
+                .map(|a| a.into_dimensionality::<Ix3>().map_err(shape_bug))
+                .transpose()?,
+        })
+    }
+}
+
+fn shape_bug(e: ndarray::ShapeError) -> AttentionError {
+    AttentionError::Device(format!("readback shape: {e}"))
+}
+
+fn into4(a: ndarray::ArrayD<f32>) -> Result<ndarray::Array4<f32>> {
+    a.into_dimensionality::<Ix4>().map_err(shape_bug)
+}
+
+/// Checks what the GPU paths support beyond [`validate`].
+fn check_gpu_options(p: &Problem, opts: &AttentionOptions<'_>) -> Result<()> {
+    if opts.precision == Precision::F16 {
+        return Err(AttentionError::Unsupported(
+            "precision f16: not available on this build's kernels".into(),
+        ));
+    }
+    match opts.path {
+        KernelPath::Auto | KernelPath::Staged => Ok(()),
+        other => Err(AttentionError::option(
+            "path",
+            format!(
+                "{other:?} is not available in this build (shape {:?})",
+                [p.batch, p.heads_q, p.len_q, p.len_k, p.dim]
+            ),
+        )),
+    }
+}
+
+fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
+    if t.shape() != want {
+        return Err(AttentionError::shape(
+            arg,
+            format!(
+                "output tensor has shape {:?}, the call needs {want:?}",
+                t.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Runs attention on tensors already on the device, writing into `outputs` (made with
+/// [`GpuOutputs::allocate`] or by the application). One submission; returns once it is
+/// queued, without waiting for the device.
+///
+/// # Errors
+/// Input errors of [`validate`], a shape mismatch of `outputs`, or
+/// [`AttentionError::Device`] if the device rejects the work.
+pub async fn attention_gpu_into_async(
+    ctx: &GpuContext,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    opts: &AttentionOptions<'_>,
+    outputs: &GpuOutputs,
+) -> Result<()> {
+    let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
+    check_gpu_options(&p, opts)?;
+    let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
+    check_tensor("out", &outputs.out, &[b, h, lq, p.dim_v])?;
+    if p.return_weights {
+        let w = outputs.weights.as_ref().ok_or_else(|| {
+            AttentionError::option("return_weights", "set, but outputs have no weights tensor")
+        })?;
+        check_tensor("weights", w, &[b, h, lq, p.len_k])?;
+    }
+    if p.return_lse {
+        let l = outputs.lse.as_ref().ok_or_else(|| {
+            AttentionError::option("return_lse", "set, but outputs have no lse tensor")
+        })?;
+        check_tensor("lse", l, &[b, h, lq])?;
+    }
+    let device = &ctx.device;
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let invalid = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let mask = upload::mask(ctx, opts);
+    let kv_lens = upload::kv_lens(ctx, opts);
+    let mut encoder = device.create_command_encoder(&Default::default());
+    let recorded = staged::record(
+        ctx,
+        &mut encoder,
+        &p,
+        &ForwardInputs {
+            q: q.buffer(),
+            k: k.buffer(),
+            v: v.buffer(),
+            mask: mask.as_ref(),
+            kv_lens: kv_lens.as_ref(),
+        },
+        &ForwardOutputs {
+            out: outputs.out.buffer(),
+            lse: outputs
+                .lse
+                .as_ref()
+                .filter(|_| p.return_lse)
+                .map(|t| t.buffer()),
+            weights: outputs
+                .weights
+                .as_ref()
+                .filter(|_| p.return_weights)
+                .map(|t| (t.buffer(), 0)),
+        },
+    )
+    .await;
+    if recorded.is_ok() {
+        ctx.queue.submit([encoder.finish()]);
+    }
+    let invalid = invalid.pop().await;
+    let oom = oom.pop().await;
+    recorded?;
+    if let Some(e) = oom.or(invalid) {
+        return Err(AttentionError::Device(e.to_string()));
+    }
+    Ok(())
+}
+
+/// Runs attention on device tensors and returns new device outputs.
+///
+/// # Errors
+/// As [`attention_gpu_into_async`].
+pub async fn attention_gpu_async(
+    ctx: &GpuContext,
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    opts: &AttentionOptions<'_>,
+) -> Result<GpuOutputs> {
+    let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
+    attention_gpu_into_async(ctx, q, k, v, opts, &outputs).await?;
+    Ok(outputs)
+}
+
+/// Runs attention on host arrays: uploads, one submission, one readback.
+///
+/// # Errors
+/// Input errors of [`validate`] (checked before anything touches the device),
+/// [`AttentionError::Unsupported`] for options this adapter cannot run, or
+/// [`AttentionError::Device`] if the device fails.
+pub async fn attention_async(
+    ctx: &GpuContext,
+    q: ArrayView4<'_, f32>,
+    k: ArrayView4<'_, f32>,
+    v: ArrayView4<'_, f32>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutput> {
+    let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
+    check_gpu_options(&p, opts)?;
+    let upload = |a: ArrayView4<'_, f32>| GpuTensor::from_array(ctx, a.into_dyn());
+    let (qt, kt, vt) = (upload(q), upload(k), upload(v));
+    let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
+    attention_gpu_into_async(ctx, &qt, &kt, &vt, opts, &outputs).await?;
+    outputs.read_async(ctx).await
+}
+
+/// Blocking form of [`attention_async`]. Native only.
+///
+/// ```
+/// use ndarray::Array4;
+/// use wgpu_attention::{attention, attention_cpu, AttentionOptions, GpuContext};
+///
+/// let ctx = GpuContext::new()?;
+/// let q = Array4::<f32>::from_shape_fn((1, 2, 5, 8), |(_, h, i, d)| (h + i * d) as f32 * 0.1);
+/// let opts = AttentionOptions { causal: true, ..Default::default() };
+/// let gpu = attention(&ctx, q.view(), q.view(), q.view(), &opts)?;
+/// let cpu = attention_cpu(q.view(), q.view(), q.view(), &opts)?;
+/// assert!(gpu.out.iter().zip(&cpu.out).all(|(a, b)| (a - b).abs() < 1e-5));
+/// # Ok::<(), wgpu_attention::AttentionError>(())
+/// ```
+///
+/// # Errors
+/// As [`attention_async`].
+#[cfg(not(target_arch = "wasm32"))]
+pub fn attention(
+    ctx: &GpuContext,
+    q: ArrayView4<'_, f32>,
+    k: ArrayView4<'_, f32>,
+    v: ArrayView4<'_, f32>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutput> {
+    pollster::block_on(attention_async(ctx, q, k, v, opts))
+}

@@ -1,0 +1,50 @@
+//! Launch arithmetic shared by the kernels.
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::context::GpuContext;
+
+/// A 2-D grid holding `n` workgroups, read back as one linear index by the kernels
+/// (`linear_workgroup` in common.wgsl), so launches may exceed the per-dimension limit.
+pub(crate) fn grid(ctx: &GpuContext, n: u64, what: &'static str) -> Result<(u32, u32)> {
+    let max = u64::from(ctx.limits.max_compute_workgroups_per_dimension).max(1);
+    let x = n.clamp(1, max);
+    let y = n.div_ceil(x).max(1);
+    if y > max {
+        return Err(AttentionError::TooLarge {
+            arg: what,
+            detail: format!("{n} workgroups exceed a {max} x {max} grid"),
+        });
+    }
+    Ok((x as u32, y as u32))
+}
+
+/// One binding of a buffer range.
+pub(crate) fn range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::BindingResource<'_> {
+    wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+        buffer,
+        offset,
+        size: std::num::NonZeroU64::new(size),
+    })
+}
+
+/// Builds a bind group for `layout` from resources in binding order.
+pub(crate) fn bind_group(
+    ctx: &GpuContext,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    resources: Vec<wgpu::BindingResource<'_>>,
+) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry> = resources
+        .into_iter()
+        .enumerate()
+        .map(|(i, resource)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource,
+        })
+        .collect();
+    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout,
+        entries: &entries,
+    })
+}

@@ -1,0 +1,5 @@
+//! One launcher per WGSL kernel: its binding layout and its dispatch size.
+
+pub(crate) mod pv;
+pub(crate) mod qk;
+pub(crate) mod softmax;

@@ -1,0 +1,26 @@
+//! Launcher for `shaders/pv.wgsl`: weights · V into the output rows of the chunk.
+
+use crate::gpu::pipelines::{Binding, KernelSpec};
+use crate::gpu::plan::Chunk;
+use crate::gpu::source;
+use crate::problem::Problem;
+
+/// Bindings: params, weights (the normalised scores), v, out.
+pub(crate) const SPEC: KernelSpec = KernelSpec {
+    name: "pv",
+    source: source::PV,
+    bindings: &[
+        Binding::Uniform,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+    ],
+};
+
+/// Must match TILE in pv.wgsl.
+const TILE: u64 = 32;
+
+/// One workgroup per 32 x 32 block of output (rows x value columns) of each head.
+pub(crate) fn workgroups(p: &Problem, c: &Chunk) -> u64 {
+    (p.dim_v as u64).div_ceil(TILE) * (c.row_count as u64).div_ceil(TILE) * c.bh_count as u64
+}

@@ -1,0 +1,26 @@
+//! Launcher for `shaders/qk.wgsl`: scale · Q·Kᵀ into the chunk's score matrix.
+
+use crate::gpu::pipelines::{Binding, KernelSpec};
+use crate::gpu::plan::Chunk;
+use crate::gpu::source;
+use crate::problem::Problem;
+
+/// Bindings: params, q, k, scores.
+pub(crate) const SPEC: KernelSpec = KernelSpec {
+    name: "qk",
+    source: source::QK,
+    bindings: &[
+        Binding::Uniform,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+    ],
+};
+
+/// Must match TILE in qk.wgsl.
+const TILE: u64 = 32;
+
+/// One workgroup per 32 x 32 block of scores of each head in the chunk.
+pub(crate) fn workgroups(p: &Problem, c: &Chunk) -> u64 {
+    (p.len_k as u64).div_ceil(TILE) * (c.row_count as u64).div_ceil(TILE) * c.bh_count as u64
+}

@@ -1,0 +1,23 @@
+//! Launcher for `shaders/softmax.wgsl`: mask and normalise each score row in place.
+
+use crate::gpu::pipelines::{Binding, KernelSpec};
+use crate::gpu::plan::Chunk;
+use crate::gpu::source;
+
+/// Bindings: params, scores, mask, kv_lens, lse.
+pub(crate) const SPEC: KernelSpec = KernelSpec {
+    name: "softmax",
+    source: source::SOFTMAX,
+    bindings: &[
+        Binding::Uniform,
+        Binding::ReadWrite,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+    ],
+};
+
+/// One workgroup per score row.
+pub(crate) fn workgroups(c: &Chunk) -> u64 {
+    (c.bh_count * c.row_count) as u64
+}

@@ -1,0 +1,13 @@
+//! Everything that touches wgpu.
+
+pub(crate) mod context;
+pub(crate) mod dispatch;
+pub(crate) mod kernels;
+pub(crate) mod params;
+pub(crate) mod pipelines;
+pub(crate) mod plan;
+pub(crate) mod readback;
+pub mod source;
+pub(crate) mod staged;
+pub(crate) mod tensor;
+pub(crate) mod upload;

@@ -1,0 +1,132 @@
+//! Compiled pipelines, built once per (kernel, override constants) and cached in the
+//! context: the first build of a pipeline can take seconds on software drivers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::context::GpuContext;
+
+/// How a kernel uses one binding; bindings are numbered by position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binding {
+    Uniform,
+    Read,
+    ReadWrite,
+}
+
+/// A kernel's WGSL source and the shape of its one bind group.
+#[derive(Debug)]
+pub(crate) struct KernelSpec {
+    pub name: &'static str,
+    pub source: &'static str,
+    pub bindings: &'static [Binding],
+}
+
+/// A cache key: the kernel and the bit patterns of its override constants.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    kernel: &'static str,
+    constants: Vec<(&'static str, u64)>,
+}
+
+/// A pipeline and the layout of its bind group 0.
+#[derive(Debug)]
+pub(crate) struct KernelPipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+impl GpuContext {
+    /// The pipeline for `spec` with these override constants, compiled on first use.
+    pub(crate) async fn pipeline(
+        &self,
+        spec: &KernelSpec,
+        constants: &[(&'static str, f64)],
+    ) -> Result<Arc<KernelPipeline>> {
+        let key = PipelineKey {
+            kernel: spec.name,
+            constants: constants.iter().map(|(n, v)| (*n, v.to_bits())).collect(),
+        };
+        if let Some(p) = self.cached_pipelines()?.get(&key) {
+            return Ok(p.clone());
+        }
+        // Built outside the lock: two threads may both build a missing pipeline, and the
+        // second insert wins, which is harmless.
+        let built = Arc::new(self.build_pipeline(spec, constants).await?);
+        self.cached_pipelines()?.insert(key, built.clone());
+        Ok(built)
+    }
+
+    fn cached_pipelines(
+        &self,
+    ) -> Result<std::sync::MutexGuard<'_, HashMap<PipelineKey, Arc<KernelPipeline>>>> {
+        self.pipelines
+            .lock()
+            .map_err(|_| AttentionError::Device("pipeline cache lock poisoned".into()))
+    }
+
+    async fn build_pipeline(
+        &self,
+        spec: &KernelSpec,
+        constants: &[(&'static str, f64)],
+    ) -> Result<KernelPipeline> {
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = spec
+            .bindings
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: match b {
+                    Binding::Uniform => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Uniform,
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                    Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {
+                        ty: wgpu::BufferBindingType::Storage {
+                            read_only: *b == Binding::Read,
+                        },
+                        has_dynamic_offset: false,
+                        min_binding_size: None,
+                    },
+                },
+                count: None,
+            })
+            .collect();
+        let device = &self.device;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(spec.name),
+            entries: &entries,
+        });
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(spec.name),
+            source: wgpu::ShaderSource::Wgsl(spec.source.into()),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(spec.name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(spec.name),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants,
+                zero_initialize_workgroup_memory: true,
+            },
+            cache: None,
+        });
+        if let Some(e) = scope.pop().await {
+            return Err(AttentionError::Device(format!(
+                "building kernel {}: {e}",
+                spec.name
+            )));
+        }
+        Ok(KernelPipeline { pipeline, layout })
+    }
+}

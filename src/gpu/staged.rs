@@ -1,0 +1,210 @@
+//! The three-kernel forward: for each chunk, Q·Kᵀ into a score scratch, masked softmax in
+//! place, weights·V into the output; optionally the weights copied out. Recorded into
+//! one encoder; the caller submits.
+
+use wgpu::util::DeviceExt;
+
+use crate::error::Result;
+use crate::gpu::context::GpuContext;
+use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::{pv, qk, softmax};
+use crate::gpu::params::Params;
+use crate::gpu::plan::{plan, Chunk, PlanLimits};
+use crate::problem::Problem;
+
+/// Device buffers a forward reads.
+pub(crate) struct ForwardInputs<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub mask: Option<&'a wgpu::Buffer>,
+    pub kv_lens: Option<&'a wgpu::Buffer>,
+}
+
+/// Device buffers a forward writes. `weights` is a destination buffer and the byte
+/// offset where the `(B, Hq, Lq, Lk)` weights start in it.
+pub(crate) struct ForwardOutputs<'a> {
+    pub out: &'a wgpu::Buffer,
+    pub lse: Option<&'a wgpu::Buffer>,
+    pub weights: Option<(&'a wgpu::Buffer, u64)>,
+}
+
+/// The plan limits of the staged path on this context.
+pub(crate) fn limits(ctx: &GpuContext) -> PlanLimits {
+    PlanLimits {
+        max_binding: ctx.max_binding(),
+        offset_alignment: u64::from(ctx.limits.min_storage_buffer_offset_alignment),
+        input_elem_bytes: 4,
+        max_scores: Some(ctx.max_binding()),
+    }
+}
+
+/// A 4-byte storage buffer for bindings the call does not use.
+pub(crate) fn placeholder(ctx: &GpuContext) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("wgpu-attention unused binding"),
+        size: 4,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    })
+}
+
+/// One uniform buffer holding every chunk's parameters at aligned offsets.
+pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> (wgpu::Buffer, u64) {
+    let stride = (std::mem::size_of::<Params>() as u64)
+        .next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
+    let mut bytes = vec![0u8; stride as usize * params.len()];
+    for (i, p) in params.iter().enumerate() {
+        let at = i * stride as usize;
+        bytes[at..at + std::mem::size_of::<Params>()].copy_from_slice(bytemuck::bytes_of(p));
+    }
+    let buffer = ctx
+        .device
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some("wgpu-attention params"),
+            contents: &bytes,
+            usage: wgpu::BufferUsages::UNIFORM,
+        });
+    (buffer, stride)
+}
+
+/// Records the staged forward of `p` into `encoder`.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+/// device error building a pipeline.
+pub(crate) async fn record(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
+    inputs: &ForwardInputs<'_>,
+    outputs: &ForwardOutputs<'_>,
+) -> Result<()> {
+    let chunks = plan(p, &limits(ctx))?;
+    let qk_pipe = ctx.pipeline(&qk::SPEC, &[]).await?;
+    let softmax_pipe = ctx.pipeline(&softmax::SPEC, &[]).await?;
+    let pv_pipe = ctx.pipeline(&pv::SPEC, &[]).await?;
+
+    let score_bytes = chunks
+        .iter()
+        .map(|c| c.score_elems(p) * 4)
+        .max()
+        .unwrap_or(4);
+    let scores = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("wgpu-attention scores"),
+        size: score_bytes.max(4),
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let unused = placeholder(ctx);
+    let all_params: Vec<Params> = chunks
+        .iter()
+        .map(|c| Params::new(p, c, outputs.lse.is_some()))
+        .collect();
+    let (params, stride) = params_buffer(ctx, &all_params);
+    let params_size = std::mem::size_of::<Params>() as u64;
+
+    for (n, chunk) in chunks.iter().enumerate() {
+        let params_range = || range(&params, n as u64 * stride, params_size);
+        let s_size = chunk.score_elems(p) * 4;
+        let qk_group = bind_group(
+            ctx,
+            "qk",
+            &qk_pipe.layout,
+            vec![
+                params_range(),
+                range(inputs.q, chunk.q.offset, chunk.q.size),
+                range(inputs.k, chunk.k.offset, chunk.k.size),
+                range(&scores, 0, s_size),
+            ],
+        );
+        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
+            (Some(m), Some(w)) => (m, w.offset, w.size),
+            _ => (&unused, 0, 4),
+        };
+        let kv_lens = inputs.kv_lens.unwrap_or(&unused);
+        let (lse_buf, lse_off, lse_size) = match outputs.lse {
+            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
+            None => (&unused, 0, 4),
+        };
+        let softmax_group = bind_group(
+            ctx,
+            "softmax",
+            &softmax_pipe.layout,
+            vec![
+                params_range(),
+                range(&scores, 0, s_size),
+                range(mask_buf, mask_off, mask_size),
+                kv_lens.as_entire_binding(),
+                range(lse_buf, lse_off, lse_size),
+            ],
+        );
+        let pv_group = bind_group(
+            ctx,
+            "pv",
+            &pv_pipe.layout,
+            vec![
+                params_range(),
+                range(&scores, 0, s_size),
+                range(inputs.v, chunk.v.offset, chunk.v.size),
+                range(outputs.out, chunk.out.offset, chunk.out.size),
+            ],
+        );
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("wgpu-attention staged"),
+                timestamp_writes: None,
+            });
+            dispatch(
+                ctx,
+                &mut pass,
+                &qk_pipe.pipeline,
+                &qk_group,
+                qk::workgroups(p, chunk),
+            )?;
+            dispatch(
+                ctx,
+                &mut pass,
+                &softmax_pipe.pipeline,
+                &softmax_group,
+                softmax::workgroups(chunk),
+            )?;
+            dispatch(
+                ctx,
+                &mut pass,
+                &pv_pipe.pipeline,
+                &pv_group,
+                pv::workgroups(p, chunk),
+            )?;
+        }
+        if let Some((dest, base)) = outputs.weights {
+            encoder.copy_buffer_to_buffer(
+                &scores,
+                0,
+                dest,
+                base + weights_offset(p, chunk),
+                s_size,
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Byte offset of a chunk's first weight row in the full `(B, Hq, Lq, Lk)` weights.
+fn weights_offset(p: &Problem, c: &Chunk) -> u64 {
+    (c.bh_start as u64 * p.len_q as u64 + c.row_start as u64) * p.len_k as u64 * 4
+}
+
+fn dispatch(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    pipeline: &wgpu::ComputePipeline,
+    group: &wgpu::BindGroup,
+    workgroups: u64,
+) -> Result<()> {
+    let (x, y) = grid(ctx, workgroups, "q")?;
+    pass.set_pipeline(pipeline);
+    pass.set_bind_group(0, group, &[]);
+    pass.dispatch_workgroups(x, y, 1);
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! # wgpu-attention
+//!
+//! Transformer attention on any GPU through wgpu (Vulkan, Metal, DX12, WebGPU), checked
+//! against a plain CPU reference.
+//!
+//! ## The contract
+//!
+//! For batch `b`, query head `h`, query row `i`, key `j`, with `g(h) = h / (Hq / Hkv)`:
+//!
+//! ```text
+//! logit[i, j]   = scale * dot(q[b,h,i,:], k[b,g(h),j,:]) + bias[b,h,i,j]
+//! allowed[i, j] = mask[b,h,i,j] and causal(i, j) and window(i, j) and j < kv_len[b]
+//! weights[i, :] = softmax over the allowed j of logit[i, :]   (0 where not allowed)
+//! out[i, :]     = sum_j weights[i, j] * v[b,g(h),j,:]
+//! ```
+//!
+//! - q `(B, Hq, Lq, D)`, k `(B, Hkv, Lk, D)`, v `(B, Hkv, Lk, Dv)`, out `(B, Hq, Lq, Dv)`,
+//!   weights `(B, Hq, Lq, Lk)`, lse `(B, Hq, Lq)`; all row-major f32.
+//! - `scale` defaults to `1/sqrt(D)`. Query position `p(i)` is `i` (top-left, the default)
+//!   or `i + Lk - Lq` (bottom-right); causal allows `j <= p(i)`, a window `(left, right)`
+//!   allows `p(i) - left <= j <= p(i) + right`.
+//! - Masks are boolean (`true` = may attend) or additive (`-inf` allowed), any shape that
+//!   broadcasts to `(B, Hq, Lq, Lk)`, rank 2 to 4. An additive `-inf` masks the pair.
+//! - A row with no allowed key gives out = 0, weights = 0, lse = -inf: never NaN from
+//!   masking alone. NaN or inf in q, k or v propagates to the rows it touches; a key
+//!   whose weight is exactly 0 contributes nothing to `out`.
+//! - Every bad input is an [`AttentionError`] naming the argument and the shapes; no
+//!   call panics.
+//!
+//! ## Use
+//!
+//! [`attention`] (blocking, native) and [`attention_async`] take ndarray views and return
+//! arrays; [`attention_gpu_async`] keeps [`GpuTensor`]s on the device. [`attention_cpu`]
+//! is the reference. A [`GpuContext`] comes from the best adapter ([`GpuContext::new`])
+//! or from an application's own device ([`GpuContext::from_device`]).
+
+mod api;
+mod error;
+mod gpu;
+mod options;
+mod output;
+mod problem;
+mod reference;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub use api::attention;
+pub use api::{attention_async, attention_gpu_async, attention_gpu_into_async, GpuOutputs};
+pub use error::{AttentionError, Result};
+pub use gpu::context::{enumerate_adapters, GpuContext};
+pub use gpu::source::ALL as SHADER_SOURCES;
+pub use gpu::tensor::GpuTensor;
+pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
+pub use output::AttentionOutput;
+pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};
+pub use reference::attention_cpu;

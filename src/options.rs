@@ -1,0 +1,99 @@
+//! What a call computes: the options struct and its enums, with documented defaults.
+
+use ndarray::ArrayViewD;
+
+/// Where query row `i` sits among the keys, for causal masks and windows.
+///
+/// Query position `p(i)` is `i` for [`Alignment::TopLeft`] and `i + Lk - Lq` for
+/// [`Alignment::BottomRight`]. The two agree when `Lq == Lk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Alignment {
+    /// `p(i) = i`: PyTorch's and JAX's `is_causal`. The default.
+    #[default]
+    TopLeft,
+    /// `p(i) = i + Lk - Lq`: FlashAttention 2.1+, decoding against a KV cache.
+    BottomRight,
+}
+
+/// A sliding window around each query's position: key `j` is allowed when
+/// `p(i) - left <= j <= p(i) + right`. `None` on a side means unbounded on that side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    pub left: Option<u32>,
+    pub right: Option<u32>,
+}
+
+impl Window {
+    /// A window reaching `left` keys back and `right` keys ahead.
+    pub fn new(left: u32, right: u32) -> Self {
+        Self {
+            left: Some(left),
+            right: Some(right),
+        }
+    }
+}
+
+/// An explicit mask, broadcastable by NumPy's rules to `(B, Hq, Lq, Lk)`, rank 2 to 4.
+#[derive(Debug, Clone)]
+pub enum Mask<'a> {
+    /// `true` = may attend (PyTorch's and JAX's polarity).
+    Bool(ArrayViewD<'a, bool>),
+    /// Added to the scaled logits; `-inf` forbids a pair.
+    Additive(ArrayViewD<'a, f32>),
+}
+
+/// How numbers are stored on the device. Accumulation and softmax are f32 either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// f32 storage. The default.
+    #[default]
+    F32,
+    /// f16 storage for q, k, v (needs the adapter's `shader-f16`).
+    F16,
+}
+
+/// Which GPU kernels run the call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KernelPath {
+    /// Pick automatically. The default.
+    #[default]
+    Auto,
+    /// Three kernels: Q·Kᵀ, fused scale+mask+softmax, weights·V. Always available;
+    /// the only path that can return attention weights.
+    Staged,
+    /// One fused flash-attention kernel (online softmax, no score matrix).
+    Fused,
+    /// Split-KV decoding for short queries against long key sequences.
+    Decode,
+}
+
+/// Every option of a call, with the defaults of PyTorch's `scaled_dot_product_attention`.
+///
+/// ```
+/// use wgpu_attention::{AttentionOptions, Alignment};
+/// let opts = AttentionOptions { causal: true, alignment: Alignment::BottomRight, ..Default::default() };
+/// assert_eq!(opts.scale, None); // 1/sqrt(D)
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct AttentionOptions<'a> {
+    /// Multiplies `q·k`. `None` (the default) means `1/sqrt(D)`.
+    pub scale: Option<f32>,
+    /// Forbid keys after the query's position `p(i)`. Default `false`.
+    pub causal: bool,
+    /// How `p(i)` is computed for `causal` and `window`. Default [`Alignment::TopLeft`].
+    pub alignment: Alignment,
+    /// Sliding window around `p(i)`. Default none.
+    pub window: Option<Window>,
+    /// Explicit boolean or additive mask. Default none.
+    pub mask: Option<Mask<'a>>,
+    /// Number of valid keys per batch (key padding), length `B`. Default: all `Lk`.
+    pub kv_lens: Option<&'a [u32]>,
+    /// Also return the softmax weights `(B, Hq, Lq, Lk)`. Default `false`.
+    pub return_weights: bool,
+    /// Also return the log-sum-exp `(B, Hq, Lq)`. Default `false`.
+    pub return_lse: bool,
+    /// Storage precision on the device. Default [`Precision::F32`].
+    pub precision: Precision,
+    /// Kernel choice. Default [`KernelPath::Auto`].
+    pub path: KernelPath,
+}

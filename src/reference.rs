@@ -1,0 +1,149 @@
+//! The CPU reference: plain loops in f64 that follow DESIGN.md's formula line by line.
+//! Slow on purpose; every GPU path is tested against it.
+//!
+//! Row rule, shared with every GPU kernel:
+//! - a pair is allowed when the causal/window structure, the boolean mask and the key
+//!   length all allow it, and its final logit is not `-inf` (an additive `-inf` masks);
+//! - `m` is the largest allowed logit, NaN if any allowed logit is NaN;
+//! - a row with no allowed pair gives out = 0, weights = 0, lse = -inf;
+//! - otherwise `w_j = exp(logit_j - m) / sum`, `lse = m + ln(sum)`, and
+//!   `out = sum of w_j * v_j` over the allowed `j` whose weight is not exactly 0.
+//!   NaN and ±inf in q, k, v flow through this arithmetic unchanged.
+
+use ndarray::{s, Array3, Array4, ArrayView4, ArrayViewD, Ix4};
+
+use crate::error::Result;
+use crate::options::{AttentionOptions, Mask};
+use crate::output::AttentionOutput;
+use crate::problem::{validate, Problem};
+
+/// Computes attention on the CPU. Same options, same outputs, same errors as the GPU.
+///
+/// # Errors
+/// Any input error of [`validate`](crate::validate).
+pub fn attention_cpu(
+    q: ArrayView4<'_, f32>,
+    k: ArrayView4<'_, f32>,
+    v: ArrayView4<'_, f32>,
+    opts: &AttentionOptions<'_>,
+) -> Result<AttentionOutput> {
+    let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
+    let target = (p.batch, p.heads_q, p.len_q, p.len_k);
+    // Validation proved the mask broadcasts, so these cannot fail.
+    let bool_mask = match &opts.mask {
+        Some(Mask::Bool(m)) => broadcast(m, target),
+        _ => None,
+    };
+    let bias = match &opts.mask {
+        Some(Mask::Additive(m)) => broadcast(m, target),
+        _ => None,
+    };
+
+    let mut out = Array4::<f32>::zeros((p.batch, p.heads_q, p.len_q, p.dim_v));
+    let mut weights = Array4::<f32>::zeros(target);
+    let mut lse = Array3::<f32>::zeros((p.batch, p.heads_q, p.len_q));
+    let mut logits = vec![0f64; p.len_k];
+    let mut allowed = vec![false; p.len_k];
+    let mut acc = vec![0f64; p.dim_v];
+
+    for b in 0..p.batch {
+        let kv_len = opts.kv_lens.map_or(p.len_k, |l| l[b] as usize);
+        for h in 0..p.heads_q {
+            let g = h / p.group();
+            for i in 0..p.len_q {
+                for j in 0..p.len_k {
+                    let mut ok = j < kv_len && p.structurally_allowed(i, j);
+                    if let Some(m) = &bool_mask {
+                        ok &= m[[b, h, i, j]];
+                    }
+                    let mut x = p.scale as f64 * dot(&q, &k, [b, h, i], [b, g, j], p.dim);
+                    if let Some(bias) = &bias {
+                        x += bias[[b, h, i, j]] as f64;
+                    }
+                    allowed[j] = ok && x != f64::NEG_INFINITY;
+                    logits[j] = x;
+                }
+                let row = softmax_row(&p, &logits, &allowed);
+                lse[[b, h, i]] = row.lse as f32;
+                acc.iter_mut().for_each(|a| *a = 0.0);
+                for j in 0..p.len_k {
+                    let w = row.weights[j];
+                    weights[[b, h, i, j]] = w as f32;
+                    if allowed[j] && w != 0.0 {
+                        for (e, a) in acc.iter_mut().enumerate() {
+                            *a += w * v[[b, g, j, e]] as f64;
+                        }
+                    }
+                }
+                for (e, a) in acc.iter().enumerate() {
+                    out[[b, h, i, e]] = *a as f32;
+                }
+            }
+        }
+    }
+    Ok(AttentionOutput {
+        out,
+        weights: p.return_weights.then_some(weights),
+        lse: p.return_lse.then_some(lse),
+    })
+}
+
+fn broadcast<'a, T: Copy>(
+    m: &'a ArrayViewD<'_, T>,
+    target: (usize, usize, usize, usize),
+) -> Option<ArrayView4<'a, T>> {
+    m.broadcast(target)
+        .and_then(|v| v.into_dimensionality::<Ix4>().ok())
+}
+
+fn dot(
+    q: &ArrayView4<'_, f32>,
+    k: &ArrayView4<'_, f32>,
+    qi: [usize; 3],
+    ki: [usize; 3],
+    dim: usize,
+) -> f64 {
+    let qr = q.slice(s![qi[0], qi[1], qi[2], ..]);
+    let kr = k.slice(s![ki[0], ki[1], ki[2], ..]);
+    (0..dim).map(|e| qr[e] as f64 * kr[e] as f64).sum()
+}
+
+struct Row {
+    weights: Vec<f64>,
+    lse: f64,
+}
+
+fn softmax_row(p: &Problem, logits: &[f64], allowed: &[bool]) -> Row {
+    let mut weights = vec![0f64; p.len_k];
+    // NaN-propagating max over the allowed logits; None when nothing is allowed.
+    let mut max: Option<f64> = None;
+    for (x, _) in logits.iter().zip(allowed).filter(|(_, &a)| a) {
+        max = Some(match max {
+            None => *x,
+            Some(m) if m.is_nan() || x.is_nan() => f64::NAN,
+            Some(m) => m.max(*x),
+        });
+    }
+    let Some(m) = max else {
+        return Row {
+            weights,
+            lse: f64::NEG_INFINITY,
+        };
+    };
+    let mut sum = 0f64;
+    for j in 0..p.len_k {
+        if allowed[j] {
+            weights[j] = (logits[j] - m).exp();
+            sum += weights[j];
+        }
+    }
+    for j in 0..p.len_k {
+        if allowed[j] {
+            weights[j] /= sum;
+        }
+    }
+    Row {
+        weights,
+        lse: m + sum.ln(),
+    }
+}

@@ -1,0 +1,98 @@
+//! Test helpers: seeded inputs, the tolerance check that names the worst element, and a
+//! GPU context that fails (never skips) when no adapter is found.
+
+#![allow(dead_code)]
+
+use std::sync::OnceLock;
+
+use ndarray::{Array, Array4, ArrayView, Dimension};
+use wgpu_attention::GpuContext;
+
+/// One context for the whole test binary: pipelines compile once.
+pub fn ctx() -> &'static GpuContext {
+    static CTX: OnceLock<GpuContext> = OnceLock::new();
+    CTX.get_or_init(|| {
+        GpuContext::new().unwrap_or_else(|e| {
+            panic!("no GPU adapter: {e}. Install a Vulkan driver (Debian: mesa-vulkan-drivers).")
+        })
+    })
+}
+
+/// A small, seeded, dependency-free normal generator (Box-Muller over SplitMix64).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Self(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    pub fn normal(&mut self) -> f32 {
+        let u1 = self.uniform().max(1e-300);
+        let u2 = self.uniform();
+        ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
+    }
+    pub fn array4(&mut self, shape: (usize, usize, usize, usize)) -> Array4<f32> {
+        Array4::from_shape_simple_fn(shape, || self.normal())
+    }
+}
+
+/// Asserts every element of `got` is within `atol + rtol * |want|` of `want`; NaN must
+/// match NaN and infinities must match exactly. Panics naming the worst element.
+pub fn assert_close<D: Dimension>(
+    what: &str,
+    got: ArrayView<'_, f32, D>,
+    want: ArrayView<'_, f32, D>,
+    atol: f32,
+    rtol: f32,
+) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shapes differ");
+    let (got, want) = (got.into_dyn(), want.into_dyn());
+    let mut worst: Option<(f32, Vec<usize>, f32, f32)> = None;
+    for (idx, (&g, &w)) in got
+        .indexed_iter()
+        .zip(want.iter())
+        .map(|((i, g), w)| (i, (g, w)))
+    {
+        let bad = if w.is_nan() {
+            if g.is_nan() {
+                0.0
+            } else {
+                f32::INFINITY
+            }
+        } else if w.is_infinite() {
+            if g == w {
+                0.0
+            } else {
+                f32::INFINITY
+            }
+        } else if g.is_nan() || g.is_infinite() {
+            f32::INFINITY
+        } else {
+            (g - w).abs() - (atol + rtol * w.abs())
+        };
+        if bad > 0.0 && worst.as_ref().is_none_or(|(b, ..)| bad > *b) {
+            worst = Some((bad, idx.as_array_view().to_vec(), g, w));
+        }
+    }
+    if let Some((excess, idx, g, w)) = worst {
+        panic!(
+            "{what}: worst element {idx:?}: got {g}, want {w} (beyond atol {atol} + rtol {rtol}·|want| by {excess})"
+        );
+    }
+}
+
+pub const ATOL: f32 = 2e-5;
+pub const RTOL: f32 = 1e-4;
+
+pub fn filled<D: Dimension>(shape: D, value: f32) -> Array<f32, D> {
+    Array::from_elem(shape, value)
+}
