@@ -53,3 +53,8 @@ pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Wind
 pub use output::AttentionOutput;
 pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};
 pub use reference::attention_cpu;
+
+/// The README's examples run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -61,11 +61,7 @@ pub(crate) fn buffer_bytes(elems: u64, elem_bytes: u64) -> u64 {
 fn window(lo: u64, hi: u64, elem_bytes: u64, total_elems: u64, align: u64) -> BindWindow {
     let start = lo * elem_bytes;
     let offset = start - start % align;
-    let end = (hi * elem_bytes)
-        .div_ceil(4)
-        .checked_mul(4)
-        .unwrap_or(u64::MAX)
-        .min(buffer_bytes(total_elems, elem_bytes));
+    let end = buffer_bytes(hi, elem_bytes).min(buffer_bytes(total_elems, elem_bytes));
     BindWindow {
         offset,
         size: end - offset,

@@ -96,7 +96,9 @@ pub(crate) async fn record(
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let unused = placeholder(ctx);
+    // Separate stand-ins: one buffer may not be bound read-only and writable at once.
+    let unused_read = placeholder(ctx);
+    let unused_write = placeholder(ctx);
     let all_params: Vec<Params> = chunks
         .iter()
         .map(|c| Params::new(p, c, outputs.lse.is_some()))
@@ -120,12 +122,12 @@ pub(crate) async fn record(
         );
         let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
             (Some(m), Some(w)) => (m, w.offset, w.size),
-            _ => (&unused, 0, 4),
+            _ => (&unused_read, 0, 4),
         };
-        let kv_lens = inputs.kv_lens.unwrap_or(&unused);
+        let kv_lens = inputs.kv_lens.unwrap_or(&unused_read);
         let (lse_buf, lse_off, lse_size) = match outputs.lse {
             Some(l) => (l, chunk.lse.offset, chunk.lse.size),
-            None => (&unused, 0, 4),
+            None => (&unused_write, 0, 4),
         };
         let softmax_group = bind_group(
             ctx,
