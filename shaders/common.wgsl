@@ -62,6 +62,12 @@ fn is_nan(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// -inf test on the bits, for the same reason: `x != -inf` is false for NaN on drivers
+// that compile it as an ordered comparison.
+fn is_neg_inf(x: f32) -> bool {
+    return bitcast<u32>(x) == 0xff800000u;
+}
+
 // Flattened dispatch: a 2-D grid of workgroups read as one linear index, so a launch
 // may exceed the 65,535-per-dimension limit.
 fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

@@ -66,7 +66,7 @@ fn main(
     var s = 0.0;
     for (var j = li; j < params.len_k; j += WG) {
         let x = scores[base + j];
-        if x != neg_inf() && !is_nan(x) {
+        if !is_neg_inf(x) && !is_nan(x) {
             s += exp(x - row_max);
         }
     }
@@ -78,7 +78,7 @@ fn main(
     for (var j = li; j < params.len_k; j += WG) {
         let x = scores[base + j];
         var w = 0.0;
-        if x != neg_inf() {
+        if !is_neg_inf(x) {
             w = select(exp(x - row_max) / total, quiet_nan(), row_nan);
         }
         scores[base + j] = w;

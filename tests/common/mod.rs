@@ -96,3 +96,66 @@ pub const RTOL: f32 = 1e-4;
 pub fn filled<D: Dimension>(shape: D, value: f32) -> Array<f32, D> {
     Array::from_elem(shape, value)
 }
+
+/// Runs the GPU path with every output pre-filled with NaN, so an element the kernels
+/// never write fails the comparison. Always asks for weights (when `with_weights`) and lse.
+pub fn gpu_nan_prefilled(
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &wgpu_attention::AttentionOptions<'_>,
+) -> wgpu_attention::Result<wgpu_attention::AttentionOutput> {
+    use wgpu_attention::{GpuOutputs, GpuTensor};
+    let ctx = ctx();
+    let p = wgpu_attention::validate(q.shape(), k.shape(), v.shape(), opts)?;
+    let nan = |shape: &[usize]| {
+        GpuTensor::from_array(
+            ctx,
+            Array::from_elem(ndarray::IxDyn(shape), f32::NAN).view(),
+        )
+    };
+    let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
+    let outputs = GpuOutputs {
+        out: nan(&[b, h, lq, p.dim_v]),
+        weights: p.return_weights.then(|| nan(&[b, h, lq, p.len_k])),
+        lse: p.return_lse.then(|| nan(&[b, h, lq])),
+    };
+    let up = |a: &Array4<f32>| GpuTensor::from_array(ctx, a.view().into_dyn());
+    pollster::block_on(async {
+        wgpu_attention::attention_gpu_into_async(ctx, &up(q), &up(k), &up(v), opts, &outputs)
+            .await?;
+        outputs.read_async(ctx).await
+    })
+}
+
+/// Compares every output the options asked for, GPU against CPU, at the f32 bound.
+pub fn check_against_reference(
+    what: &str,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &wgpu_attention::AttentionOptions<'_>,
+) {
+    let gpu = gpu_nan_prefilled(q, k, v, opts).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
+    let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts)
+        .unwrap_or_else(|e| panic!("{what}: cpu: {e}"));
+    assert_close(
+        &format!("{what}: out"),
+        gpu.out.view(),
+        cpu.out.view(),
+        ATOL,
+        RTOL,
+    );
+    if let (Some(g), Some(c)) = (&gpu.weights, &cpu.weights) {
+        assert_close(&format!("{what}: weights"), g.view(), c.view(), ATOL, RTOL);
+    }
+    if let (Some(g), Some(c)) = (&gpu.lse, &cpu.lse) {
+        assert_close(&format!("{what}: lse"), g.view(), c.view(), ATOL, RTOL);
+    }
+    assert_eq!(
+        gpu.weights.is_some(),
+        opts.return_weights,
+        "{what}: weights presence"
+    );
+    assert_eq!(gpu.lse.is_some(), opts.return_lse, "{what}: lse presence");
+}
