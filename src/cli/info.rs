@@ -1,0 +1,90 @@
+//! `wgpu-attention info`: what the machine offers and what the library takes from it.
+
+use wgpu_attention::{enumerate_adapters, GpuContext};
+
+use super::exit::CliError;
+
+/// One line per adapter: name, backend, type, driver.
+pub fn describe(info: &wgpu::AdapterInfo) -> String {
+    let driver = [info.driver.as_str(), info.driver_info.as_str()]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let driver = if driver.is_empty() {
+        "unknown"
+    } else {
+        &driver
+    };
+    format!(
+        "{} ({:?}, {:?}), driver {driver}",
+        info.name, info.backend, info.device_type
+    )
+}
+
+pub fn run() -> Result<(), CliError> {
+    let adapters = pollster::block_on(enumerate_adapters());
+    println!("adapters found: {}", adapters.len());
+    for (i, a) in adapters.iter().enumerate() {
+        println!("  [{i}] {}", describe(a));
+    }
+    let ctx = GpuContext::new()?;
+    let info = ctx.adapter_info();
+    println!("chosen: {}", describe(info));
+    println!("  vendor {:#06x}, device {:#06x}", info.vendor, info.device);
+
+    let features: Vec<&str> = ctx.features().iter_names().map(|(name, _)| name).collect();
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(", ")
+    };
+    println!("features used: {features}");
+
+    let l = ctx.limits();
+    println!("limits used:");
+    let rows: [(&str, u64); 9] = [
+        (
+            "max_storage_buffer_binding_size",
+            l.max_storage_buffer_binding_size,
+        ),
+        ("max_buffer_size", l.max_buffer_size),
+        (
+            "max_compute_workgroup_storage_size",
+            l.max_compute_workgroup_storage_size.into(),
+        ),
+        (
+            "max_compute_invocations_per_workgroup",
+            l.max_compute_invocations_per_workgroup.into(),
+        ),
+        (
+            "max_compute_workgroup_size_x",
+            l.max_compute_workgroup_size_x.into(),
+        ),
+        (
+            "max_compute_workgroup_size_y",
+            l.max_compute_workgroup_size_y.into(),
+        ),
+        (
+            "max_compute_workgroups_per_dimension",
+            l.max_compute_workgroups_per_dimension.into(),
+        ),
+        (
+            "max_storage_buffers_per_shader_stage",
+            l.max_storage_buffers_per_shader_stage.into(),
+        ),
+        ("max_bind_groups", l.max_bind_groups.into()),
+    ];
+    for (name, value) in rows {
+        println!("  {name}: {value}");
+    }
+    if ctx.features().contains(wgpu::Features::SUBGROUP) {
+        println!(
+            "  subgroup size: {} to {}",
+            info.subgroup_min_size, info.subgroup_max_size
+        );
+    } else {
+        println!("  subgroup size: n/a (no subgroup feature)");
+    }
+    Ok(())
+}

@@ -1,0 +1,35 @@
+//! The `wgpu-attention` command line: argument grammar, `.npy` input and output, the
+//! subcommands, and the mapping of errors to exit codes.
+
+mod args;
+mod demo;
+mod exit;
+mod info;
+mod npy;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// Parses the arguments, runs the command and turns its outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return exit::clap_error(&e),
+    };
+    let outcome = match &cli.command {
+        None => demo::run(),
+        Some(Command::Info) => info::run(),
+        Some(Command::Run(args)) => run::run(args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.report();
+            e.exit_code()
+        }
+    }
+}
