@@ -351,6 +351,6 @@ mod tests {
         assert_eq!(parse_dtype("<c8"), None);
         assert_eq!(parse_dtype(""), None);
         assert_eq!(numpy_name("<c16"), "complex128");
-        assert_eq!(numpy_name("<U3"), "\"<U3\"");
+        assert_eq!(numpy_name("<U3"), "<U3");
     }
 }
