@@ -164,7 +164,7 @@ fn load(flag: &'static str, path: &Path, want: Want) -> Result<Npy, CliError> {
             _ => return Err(not_accepted(numpy_name(desc))),
         },
     };
-    let want = header
+    let need = header
         .shape
         .iter()
         .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
@@ -175,21 +175,21 @@ fn load(flag: &'static str, path: &Path, want: Want) -> Result<Npy, CliError> {
             )
         })?;
     let have = bytes.len().saturating_sub(data_start);
-    if have < want {
+    if have < need {
         return Err(CliError::input(
             flag,
             format!(
-                "{shown} is truncated: shape {:?} needs {want} bytes of data, the file has {have}",
+                "{shown} is truncated: shape {:?} needs {need} bytes of data, the file has {have}",
                 header.shape
             ),
         ));
     }
-    if have > want {
+    if have > need {
         return Err(CliError::input(
             flag,
             format!(
                 "{shown}: {} bytes after the data of shape {:?}",
-                have - want,
+                have - need,
                 header.shape
             ),
         ));
