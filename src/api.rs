@@ -4,14 +4,16 @@
 use ndarray::{ArrayView4, Ix3, Ix4};
 
 use crate::error::{AttentionError, Result};
+use crate::gpu::buffers;
 use crate::gpu::context::GpuContext;
 use crate::gpu::readback::read_ranges;
+use crate::gpu::scopes::ErrorScopes;
 use crate::gpu::staged::{self, ForwardInputs, ForwardOutputs};
 use crate::gpu::tensor::{to_array, GpuTensor};
 use crate::gpu::upload;
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::output::AttentionOutput;
-use crate::problem::{validate, Problem};
+use crate::problem::{validate, MaskKind, Problem};
 
 /// Outputs of a GPU-resident call: they stay on the device until read.
 #[derive(Debug, Clone)]
@@ -28,7 +30,9 @@ impl GpuOutputs {
     /// Device tensors of the right shapes for a call with these inputs and options.
     ///
     /// # Errors
-    /// Any input error of [`validate`].
+    /// Any input error of [`validate`]; [`AttentionError::TooLarge`] when a tensor of
+    /// the call exceeds the device's buffer limits (checked before allocating);
+    /// [`AttentionError::Device`] when the device is lost or the allocation fails.
     pub fn allocate(
         ctx: &GpuContext,
         q: &[usize],
@@ -37,13 +41,18 @@ impl GpuOutputs {
         opts: &AttentionOptions<'_>,
     ) -> Result<Self> {
         let p = validate(q, k, v, opts)?;
+        check_device_sizes(ctx, &p)?;
         let (b, h, lq, lk) = (p.batch, p.heads_q, p.len_q, p.len_k);
         Ok(Self {
-            out: GpuTensor::empty(ctx, &[b, h, lq, p.dim_v]),
+            out: GpuTensor::allocate(ctx, "out", &[b, h, lq, p.dim_v])?,
             weights: p
                 .return_weights
-                .then(|| GpuTensor::empty(ctx, &[b, h, lq, lk])),
-            lse: p.return_lse.then(|| GpuTensor::empty(ctx, &[b, h, lq])),
+                .then(|| GpuTensor::allocate(ctx, "weights", &[b, h, lq, lk]))
+                .transpose()?,
+            lse: p
+                .return_lse
+                .then(|| GpuTensor::allocate(ctx, "lse", &[b, h, lq]))
+                .transpose()?,
         })
     }
 
@@ -115,13 +124,85 @@ fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> 
     Ok(())
 }
 
+/// Checks, before anything is allocated, that every tensor of the call fits one device
+/// buffer and that row counts fit the kernels' 32-bit indices.
+fn check_device_sizes(ctx: &GpuContext, p: &Problem) -> Result<()> {
+    let (b, hq, hkv, lq, lk) = (p.batch, p.heads_q, p.heads_kv, p.len_q, p.len_k);
+    let mut tensors = vec![
+        ("q", vec![b, hq, lq, p.dim]),
+        ("k", vec![b, hkv, lk, p.dim]),
+        ("v", vec![b, hkv, lk, p.dim_v]),
+        ("out", vec![b, hq, lq, p.dim_v]),
+    ];
+    if p.return_weights {
+        tensors.push(("weights", vec![b, hq, lq, lk]));
+    }
+    if p.return_lse {
+        tensors.push(("lse", vec![b, hq, lq]));
+    }
+    for (arg, shape) in &tensors {
+        buffers::check_size(ctx, arg, shape, buffers::f32_bytes(arg, shape)?)?;
+    }
+    if let Some(m) = p.mask {
+        let elem = match m.kind {
+            MaskKind::Bool => 1,
+            MaskKind::Additive => 4,
+        };
+        let bytes = (m.len as u64).saturating_mul(elem);
+        buffers::check_size(ctx, "mask", &[m.len], bytes)?;
+    }
+    let rows = [("q", b, hq, lq), ("k", b, hkv, lk)];
+    for (arg, b, h, l) in rows {
+        let n = (b as u64).saturating_mul(h as u64).saturating_mul(l as u64);
+        if n > u64::from(u32::MAX) {
+            return Err(AttentionError::TooLarge {
+                arg,
+                detail: format!(
+                    "B * H * L = {b} * {h} * {l} rows exceed the kernels' 32-bit row index"
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Rejects outputs that share a buffer with an input or with each other: later chunks
+/// would read what earlier ones wrote.
+fn check_no_alias(
+    q: &GpuTensor,
+    k: &GpuTensor,
+    v: &GpuTensor,
+    outputs: &GpuOutputs,
+    p: &Problem,
+) -> Result<()> {
+    let mut written = vec![("out", outputs.out.buffer())];
+    if p.return_weights {
+        written.extend(outputs.weights.as_ref().map(|t| ("weights", t.buffer())));
+    }
+    if p.return_lse {
+        written.extend(outputs.lse.as_ref().map(|t| ("lse", t.buffer())));
+    }
+    let read = [("q", q.buffer()), ("k", k.buffer()), ("v", v.buffer())];
+    for (n, &(arg, buffer)) in written.iter().enumerate() {
+        let others = read.iter().chain(&written[n + 1..]);
+        if let Some((other, _)) = others.into_iter().find(|(_, b)| *b == buffer) {
+            return Err(AttentionError::option(
+                arg,
+                format!("shares its device buffer with {other}; outputs may not alias inputs or each other"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs attention on tensors already on the device, writing into `outputs` (made with
 /// [`GpuOutputs::allocate`] or by the application). One submission; returns once it is
 /// queued, without waiting for the device.
 ///
 /// # Errors
-/// Input errors of [`validate`], a shape mismatch of `outputs`, or
-/// [`AttentionError::Device`] if the device rejects the work.
+/// Input errors of [`validate`], a shape mismatch of `outputs`, outputs sharing a
+/// buffer with an input, or [`AttentionError::Device`] if the device rejects the work
+/// (validation, out of memory) or has been lost.
 pub async fn attention_gpu_into_async(
     ctx: &GpuContext,
     q: &GpuTensor,
@@ -132,6 +213,7 @@ pub async fn attention_gpu_into_async(
 ) -> Result<()> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
     check_gpu_options(&p, opts)?;
+    check_device_sizes(ctx, &p)?;
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
     check_tensor("out", &outputs.out, &[b, h, lq, p.dim_v])?;
     if p.return_weights {
@@ -146,13 +228,13 @@ pub async fn attention_gpu_into_async(
         })?;
         check_tensor("lse", l, &[b, h, lq])?;
     }
-    let device = &ctx.device;
-    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let invalid = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let mask = upload::mask(ctx, opts);
-    let kv_lens = upload::kv_lens(ctx, opts);
-    let mut encoder = device.create_command_encoder(&Default::default());
-    let recorded = staged::record(
+    check_no_alias(q, k, v, outputs, &p)?;
+    ctx.check_alive()?;
+    let scopes = ErrorScopes::push(ctx);
+    let mask = upload::mask(ctx, opts)?;
+    let kv_lens = upload::kv_lens(ctx, opts)?;
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    staged::record(
         ctx,
         &mut encoder,
         &p,
@@ -177,17 +259,9 @@ pub async fn attention_gpu_into_async(
                 .map(|t| (t.buffer(), 0)),
         },
     )
-    .await;
-    if recorded.is_ok() {
-        ctx.queue.submit([encoder.finish()]);
-    }
-    let invalid = invalid.pop().await;
-    let oom = oom.pop().await;
-    recorded?;
-    if let Some(e) = oom.or(invalid) {
-        return Err(AttentionError::Device(e.to_string()));
-    }
-    Ok(())
+    .await?;
+    ctx.queue.submit([encoder.finish()]);
+    scopes.pop(ctx, "running attention").await
 }
 
 /// Runs attention on device tensors and returns new device outputs.
@@ -209,9 +283,10 @@ pub async fn attention_gpu_async(
 /// Runs attention on host arrays: uploads, one submission, one readback.
 ///
 /// # Errors
-/// Input errors of [`validate`] (checked before anything touches the device),
+/// Input errors of [`validate`] and [`AttentionError::TooLarge`] for tensors beyond the
+/// device's buffer limits (both checked before anything touches the device),
 /// [`AttentionError::Unsupported`] for options this adapter cannot run, or
-/// [`AttentionError::Device`] if the device fails.
+/// [`AttentionError::Device`] if the device fails or has been lost.
 pub async fn attention_async(
     ctx: &GpuContext,
     q: ArrayView4<'_, f32>,
@@ -221,8 +296,10 @@ pub async fn attention_async(
 ) -> Result<AttentionOutput> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
     check_gpu_options(&p, opts)?;
-    let upload = |a: ArrayView4<'_, f32>| GpuTensor::from_array(ctx, a.into_dyn());
-    let (qt, kt, vt) = (upload(q), upload(k), upload(v));
+    check_device_sizes(ctx, &p)?;
+    let qt = GpuTensor::upload(ctx, "q", q.into_dyn())?;
+    let kt = GpuTensor::upload(ctx, "k", k.into_dyn())?;
+    let vt = GpuTensor::upload(ctx, "v", v.into_dyn())?;
     let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
     attention_gpu_into_async(ctx, &qt, &kt, &vt, opts, &outputs).await?;
     outputs.read_async(ctx).await

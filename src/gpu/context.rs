@@ -2,7 +2,8 @@
 //! best adapter or from an application's own `Device` and `Queue`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::pipelines::{KernelPipeline, PipelineKey};
@@ -17,6 +18,12 @@ pub struct GpuContext {
     pub(crate) limits: wgpu::Limits,
     pub(crate) features: wgpu::Features,
     pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<KernelPipeline>>>,
+    /// Set once by the device-lost callback: the reason and the driver's message.
+    lost: Arc<OnceLock<String>>,
+    /// A cap on storage bindings below the device's own limit (see `with_max_binding`).
+    binding_cap: Option<u64>,
+    /// How long a readback may wait for the device (see `with_wait_timeout`).
+    pub(crate) wait_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -118,7 +125,20 @@ impl GpuContext {
 
     /// Wraps an application's own device and queue: buffers are shared, nothing is
     /// copied. The kernels use whatever limits and features the device was opened with.
+    ///
+    /// This installs the device's lost callback (replacing any the application set), so
+    /// that calls after a device loss fail promptly with [`AttentionError::Device`]
+    /// instead of waiting on a device that will never answer.
     pub fn from_device(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+        let lost = Arc::new(OnceLock::new());
+        let record = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            let _ = record.set(if message.is_empty() {
+                format!("{reason:?}")
+            } else {
+                format!("{reason:?}: {message}")
+            });
+        });
         Self {
             info: device.adapter_info(),
             limits: device.limits(),
@@ -126,6 +146,67 @@ impl GpuContext {
             device,
             queue,
             pipelines: Mutex::new(HashMap::new()),
+            lost,
+            binding_cap: None,
+            wait_timeout: None,
+        }
+    }
+
+    /// Caps the size of every storage binding the kernels use at `bytes` (never above
+    /// the device's own `max_storage_buffer_binding_size`). Problems whose tensors do
+    /// not fit are split into more, smaller dispatches, exactly as on a device with
+    /// that limit; results do not change. Use it to bound the scratch memory a call
+    /// allocates (the staged path's score matrix is at most one binding), or to
+    /// exercise the splitting in tests with small shapes.
+    ///
+    /// A cap so small that one row of one head does not fit makes calls fail with
+    /// [`AttentionError::TooLarge`].
+    #[must_use]
+    pub fn with_max_binding(mut self, bytes: u64) -> Self {
+        self.binding_cap = Some(bytes);
+        self
+    }
+
+    /// Bounds how long a blocking readback waits for the device before failing with
+    /// [`AttentionError::Device`]. The default is no bound: a readback waits until the
+    /// work is done or the device is lost (drivers turn a hung GPU into a lost device).
+    /// Software drivers have no such watchdog; an application that must never block
+    /// for long can set one here.
+    #[must_use]
+    pub fn with_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.wait_timeout = Some(timeout);
+        self
+    }
+
+    /// True once the device has been lost (or destroyed); every later call fails with
+    /// [`AttentionError::Device`]. Make a new context to continue.
+    pub fn is_lost(&self) -> bool {
+        self.lost.get().is_some()
+    }
+
+    /// Fails fast when the device is known to be lost.
+    pub(crate) fn check_alive(&self) -> Result<()> {
+        match self.lost.get() {
+            Some(reason) => Err(AttentionError::Device(format!("device lost: {reason}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The error to report for a failure described by `detail`: a lost device when the
+    /// device has been lost (polling once lets wgpu notice a destroyed device and run
+    /// the lost callback), the device's own message otherwise.
+    pub(crate) fn device_error(&self, detail: impl std::fmt::Display) -> AttentionError {
+        #[cfg(not(target_arch = "wasm32"))]
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        // wgpu's messages run over several lines; one line reads better in logs.
+        let detail = detail
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        match self.lost.get() {
+            Some(reason) => AttentionError::Device(format!("device lost: {reason} ({detail})")),
+            None => AttentionError::Device(detail),
         }
     }
 
@@ -155,8 +236,10 @@ impl GpuContext {
     }
 
     /// The largest storage binding the kernels use, in bytes. Capped at 2 GiB so every
-    /// element index inside a binding fits the kernels' 32-bit arithmetic.
+    /// element index inside a binding fits the kernels' 32-bit arithmetic, and by
+    /// [`GpuContext::with_max_binding`].
     pub(crate) fn max_binding(&self) -> u64 {
-        self.limits.max_storage_buffer_binding_size.min(1 << 31)
+        let device = self.limits.max_storage_buffer_binding_size.min(1 << 31);
+        self.binding_cap.map_or(device, |cap| cap.min(device))
     }
 }

@@ -1,12 +1,15 @@
 //! Everything that touches wgpu.
 
+pub(crate) mod buffers;
 pub(crate) mod context;
 pub(crate) mod dispatch;
+pub(crate) mod hooks;
 pub(crate) mod kernels;
 pub(crate) mod params;
 pub(crate) mod pipelines;
 pub(crate) mod plan;
 pub(crate) mod readback;
+pub(crate) mod scopes;
 pub mod source;
 pub(crate) mod staged;
 pub(crate) mod tensor;

@@ -2,9 +2,8 @@
 //! place, weights·V into the output; optionally the weights copied out. Recorded into
 //! one encoder; the caller submits.
 
-use wgpu::util::DeviceExt;
-
 use crate::error::Result;
+use crate::gpu::buffers;
 use crate::gpu::context::GpuContext;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::{pv, qk, softmax};
@@ -40,17 +39,17 @@ pub(crate) fn limits(ctx: &GpuContext) -> PlanLimits {
 }
 
 /// A 4-byte storage buffer for bindings the call does not use.
-pub(crate) fn placeholder(ctx: &GpuContext) -> wgpu::Buffer {
-    ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("wgpu-attention unused binding"),
-        size: 4,
-        usage: wgpu::BufferUsages::STORAGE,
-        mapped_at_creation: false,
-    })
+pub(crate) fn placeholder(ctx: &GpuContext) -> Result<wgpu::Buffer> {
+    buffers::empty(
+        ctx,
+        "wgpu-attention unused binding",
+        4,
+        wgpu::BufferUsages::STORAGE,
+    )
 }
 
 /// One uniform buffer holding every chunk's parameters at aligned offsets.
-pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> (wgpu::Buffer, u64) {
+pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> Result<(wgpu::Buffer, u64)> {
     let stride = (std::mem::size_of::<Params>() as u64)
         .next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
     let mut bytes = vec![0u8; stride as usize * params.len()];
@@ -58,14 +57,13 @@ pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> (wgpu::Buffe
         let at = i * stride as usize;
         bytes[at..at + std::mem::size_of::<Params>()].copy_from_slice(bytemuck::bytes_of(p));
     }
-    let buffer = ctx
-        .device
-        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some("wgpu-attention params"),
-            contents: &bytes,
-            usage: wgpu::BufferUsages::UNIFORM,
-        });
-    (buffer, stride)
+    let buffer = buffers::with_contents(
+        ctx,
+        "wgpu-attention params",
+        &bytes,
+        wgpu::BufferUsages::UNIFORM,
+    )?;
+    Ok((buffer, stride))
 }
 
 /// Records the staged forward of `p` into `encoder`.
@@ -90,20 +88,20 @@ pub(crate) async fn record(
         .map(|c| c.score_elems(p) * 4)
         .max()
         .unwrap_or(4);
-    let scores = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("wgpu-attention scores"),
-        size: score_bytes.max(4),
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
+    let scores = buffers::empty(
+        ctx,
+        "wgpu-attention scores",
+        score_bytes,
+        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+    )?;
     // Separate stand-ins: one buffer may not be bound read-only and writable at once.
-    let unused_read = placeholder(ctx);
-    let unused_write = placeholder(ctx);
+    let unused_read = placeholder(ctx)?;
+    let unused_write = placeholder(ctx)?;
     let all_params: Vec<Params> = chunks
         .iter()
         .map(|c| Params::new(p, c, outputs.lse.is_some()))
         .collect();
-    let (params, stride) = params_buffer(ctx, &all_params);
+    let (params, stride) = params_buffer(ctx, &all_params)?;
     let params_size = std::mem::size_of::<Params>() as u64;
 
     for (n, chunk) in chunks.iter().enumerate() {

@@ -1,11 +1,11 @@
 //! Tensors that live on the device between calls.
 
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
-use wgpu::util::DeviceExt;
 
 use crate::error::{AttentionError, Result};
+use crate::gpu::buffers;
 use crate::gpu::context::GpuContext;
-use crate::gpu::plan::buffer_bytes;
+use crate::gpu::scopes::ErrorScopes;
 
 /// A row-major f32 tensor in a device buffer. Made from host data, from an application's
 /// own buffer, or returned by a GPU call; read back with [`GpuTensor::read_async`].
@@ -23,40 +23,55 @@ pub(crate) const TENSOR_USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
 
 impl GpuTensor {
     /// Uploads host data (any memory layout; it is made contiguous first).
-    pub fn from_array(ctx: &GpuContext, data: ArrayViewD<'_, f32>) -> Self {
-        let shape = data.shape().to_vec();
-        let contiguous = data.as_standard_layout();
-        let slice = contiguous.as_slice().unwrap_or(&[]);
-        // wgpu rejects zero-size mapped buffers; keep one word so the handle stays valid.
-        let bytes: &[u8] = if slice.is_empty() {
-            &[0; 4]
-        } else {
-            bytemuck::cast_slice(slice)
-        };
-        let buffer = ctx
-            .device
-            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
-                label: Some("wgpu-attention tensor"),
-                contents: bytes,
-                usage: TENSOR_USAGE,
-            });
-        Self { buffer, shape }
+    ///
+    /// # Errors
+    /// [`AttentionError::TooLarge`] when the data exceeds the device's
+    /// `max_buffer_size`; [`AttentionError::Device`] when the device is lost or the
+    /// allocation fails.
+    pub fn from_array(ctx: &GpuContext, data: ArrayViewD<'_, f32>) -> Result<Self> {
+        Self::upload(ctx, "tensor", data)
     }
 
-    /// An uninitialised tensor of `shape` (contents are whatever the device gives,
-    /// zeros on wgpu).
-    pub fn empty(ctx: &GpuContext, shape: &[usize]) -> Self {
-        let elems: usize = shape.iter().product();
-        let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("wgpu-attention tensor"),
-            size: buffer_bytes(elems as u64, 4).max(4),
-            usage: TENSOR_USAGE,
-            mapped_at_creation: false,
-        });
-        Self {
+    /// As [`GpuTensor::from_array`], naming the argument in errors.
+    pub(crate) fn upload(
+        ctx: &GpuContext,
+        arg: &'static str,
+        data: ArrayViewD<'_, f32>,
+    ) -> Result<Self> {
+        let shape = data.shape().to_vec();
+        buffers::check_size(ctx, arg, &shape, buffers::f32_bytes(arg, &shape)?)?;
+        let contiguous = data.as_standard_layout();
+        let slice = contiguous.as_slice().unwrap_or(&[]);
+        let scopes = ErrorScopes::push(ctx);
+        let buffer = buffers::with_contents(
+            ctx,
+            "wgpu-attention tensor",
+            bytemuck::cast_slice(slice),
+            TENSOR_USAGE,
+        )?;
+        scopes.pop_now(ctx, &format!("uploading {arg} {shape:?}"))?;
+        Ok(Self { buffer, shape })
+    }
+
+    /// A tensor of `shape` on the device, zero-filled (wgpu clears new buffers).
+    ///
+    /// # Errors
+    /// As [`GpuTensor::from_array`].
+    pub fn empty(ctx: &GpuContext, shape: &[usize]) -> Result<Self> {
+        Self::allocate(ctx, "tensor", shape)
+    }
+
+    /// As [`GpuTensor::empty`], naming the argument in errors.
+    pub(crate) fn allocate(ctx: &GpuContext, arg: &'static str, shape: &[usize]) -> Result<Self> {
+        let bytes = buffers::f32_bytes(arg, shape)?;
+        buffers::check_size(ctx, arg, shape, bytes)?;
+        let scopes = ErrorScopes::push(ctx);
+        let buffer = buffers::empty(ctx, "wgpu-attention tensor", bytes, TENSOR_USAGE)?;
+        scopes.pop_now(ctx, &format!("allocating {arg} {shape:?}"))?;
+        Ok(Self {
             buffer,
             shape: shape.to_vec(),
-        }
+        })
     }
 
     /// Wraps an application's buffer holding a row-major f32 tensor of `shape`.
@@ -65,7 +80,7 @@ impl GpuTensor {
     /// [`AttentionError::Shape`] when the buffer is smaller than the shape needs or lacks
     /// `STORAGE` usage.
     pub fn from_buffer(buffer: wgpu::Buffer, shape: &[usize]) -> Result<Self> {
-        let need = shape.iter().product::<usize>() as u64 * 4;
+        let need = buffers::f32_bytes("buffer", shape)?;
         if buffer.size() < need {
             return Err(AttentionError::shape(
                 "buffer",

@@ -1,0 +1,50 @@
+//! A way for tests to reach the device-error path on purpose. Not part of the API.
+
+use bytemuck::Zeroable;
+
+use crate::error::Result;
+use crate::gpu::context::GpuContext;
+use crate::gpu::dispatch::{bind_group, range};
+use crate::gpu::kernels::softmax;
+use crate::gpu::params::Params;
+use crate::gpu::scopes::ErrorScopes;
+use crate::gpu::staged::{params_buffer, placeholder};
+
+/// Records and submits one dispatch of a real kernel with one workgroup more than the
+/// device allows per dimension, inside the same error scopes every call uses, and
+/// returns what the caller would see: an [`AttentionError::Device`](crate::AttentionError::Device)
+/// naming the validation failure.
+#[doc(hidden)]
+pub async fn invalid_dispatch_for_tests(ctx: &GpuContext) -> Result<()> {
+    ctx.check_alive()?;
+    let pipe = ctx.pipeline(&softmax::SPEC, &[]).await?;
+    let scopes = ErrorScopes::push(ctx);
+    let (params, _) = params_buffer(ctx, &[Params::zeroed()])?;
+    let (read, write) = (placeholder(ctx)?, placeholder(ctx)?);
+    let scores = placeholder(ctx)?;
+    let group = bind_group(
+        ctx,
+        "invalid dispatch",
+        &pipe.layout,
+        vec![
+            range(&params, 0, std::mem::size_of::<Params>() as u64),
+            scores.as_entire_binding(),
+            read.as_entire_binding(),
+            read.as_entire_binding(),
+            write.as_entire_binding(),
+        ],
+    );
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipe.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        let too_many = ctx
+            .limits
+            .max_compute_workgroups_per_dimension
+            .saturating_add(1);
+        pass.dispatch_workgroups(too_many, 1, 1);
+    }
+    ctx.queue.submit([encoder.finish()]);
+    scopes.pop(ctx, "test dispatch").await
+}
