@@ -48,7 +48,7 @@ pub use api::{attention_async, attention_gpu_async, attention_gpu_into_async, Gp
 pub use error::{AttentionError, Result};
 pub use gpu::context::{enumerate_adapters, GpuContext};
 #[doc(hidden)]
-pub use gpu::hooks::invalid_dispatch_for_tests;
+pub use gpu::hooks::{invalid_dispatch_for_tests, staged_plan_for_tests};
 pub use gpu::source::ALL as SHADER_SOURCES;
 pub use gpu::tensor::GpuTensor;
 pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};

@@ -48,3 +48,22 @@ pub async fn invalid_dispatch_for_tests(ctx: &GpuContext) -> Result<()> {
     ctx.queue.submit([encoder.finish()]);
     scopes.pop(ctx, "test dispatch").await
 }
+
+/// The chunks the staged path splits a problem into on this context, as
+/// `(first flattened head, heads, first row, rows)`: lets tests check that a case
+/// really exercises the splitting it means to.
+#[doc(hidden)]
+pub fn staged_plan_for_tests(
+    ctx: &GpuContext,
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    opts: &crate::options::AttentionOptions<'_>,
+) -> Result<Vec<(usize, usize, usize, usize)>> {
+    let p = crate::problem::validate(q, k, v, opts)?;
+    let chunks = crate::gpu::plan::plan(&p, &crate::gpu::staged::limits(ctx))?;
+    Ok(chunks
+        .iter()
+        .map(|c| (c.bh_start, c.bh_count, c.row_start, c.row_count))
+        .collect())
+}
