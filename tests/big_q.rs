@@ -1,7 +1,6 @@
 //! A query tensor larger than the largest storage binding (128 MiB on lavapipe and many
 //! adapters) is split across dispatches and still matches the CPU reference.
 
-mod checks;
 mod common;
 
 use common::*;
@@ -33,7 +32,7 @@ fn q_larger_than_one_binding_matches_the_reference() {
     let plan = staged_plan_for_tests(ctx, q.shape(), k.shape(), v.shape(), &opts).unwrap();
     assert!(plan.len() >= 2, "expected a split, got {plan:?}");
     // Outputs start as NaN: an element no chunk writes fails below.
-    let gpu = checks::gpu_nan_prefilled(ctx, q.view(), k.view(), v.view(), &opts).unwrap();
+    let gpu = gpu_nan_prefilled_on(ctx, &q, &k, &v, &opts).unwrap();
     let unwritten = gpu.out.iter().filter(|x| x.is_nan()).count();
     assert_eq!(unwritten, 0, "output elements never written");
     // The reference for a sample of heads: both ends, a group edge, and both sides of

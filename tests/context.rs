@@ -77,7 +77,7 @@ fn outputs_chain_on_the_device() {
     let ctx = ctx();
     let mut rng = Rng::new(22);
     let x: Array4<f32> = rng.array4((2, 3, 17, 8));
-    let t = GpuTensor::from_array(ctx, x.view().into_dyn());
+    let t = GpuTensor::from_array(ctx, x.view().into_dyn()).unwrap();
     let opts = AttentionOptions::default();
     let first = pollster::block_on(attention_gpu_async(ctx, &t, &t, &t, &opts)).unwrap();
     let second = pollster::block_on(attention_gpu_async(

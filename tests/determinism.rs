@@ -10,10 +10,10 @@ use wgpu_attention::*;
 
 fn bits(o: &AttentionOutput) -> Vec<u32> {
     let mut all: Vec<u32> = o.out.iter().map(|x| x.to_bits()).collect();
-    for w in &o.weights {
+    if let Some(w) = &o.weights {
         all.extend(w.iter().map(|x| x.to_bits()));
     }
-    for l in &o.lse {
+    if let Some(l) = &o.lse {
         all.extend(l.iter().map(|x| x.to_bits()));
     }
     all

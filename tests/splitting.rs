@@ -3,10 +3,8 @@
 //! forces heavy splitting at small shapes; every case is checked against the CPU
 //! reference with NaN-filled outputs.
 
-mod checks;
 mod common;
 
-use checks::check;
 use common::*;
 use ndarray::{Array, ArrayD, IxDyn};
 use wgpu_attention::*;
@@ -56,14 +54,7 @@ fn whole_head_chunks_with_gqa_crossing_chunk_and_batch_boundaries() {
         );
         crossed_batch |= plan.iter().any(|&(s, n, _, _)| s / 6 != (s + n - 1) / 6);
         crossed_group |= plan.iter().any(|&(s, n, _, _)| s % 3 != 0 || n % 3 != 0);
-        check(
-            &format!("cap {cap}"),
-            &ctx,
-            q.view(),
-            k.view(),
-            v.view(),
-            &opts,
-        );
+        check_against_reference_on(&ctx, &format!("cap {cap}"), &q, &k, &v, &opts);
     }
     assert!(crossed_batch && crossed_group);
 }
@@ -90,7 +81,7 @@ fn partial_row_chunks() {
             let plan = plan_of(&ctx, [q.shape(), k.shape(), v.shape()], &opts);
             assert!(has_partial_rows(&plan, 40), "cap {cap}: {plan:?}");
             let what = format!("cap {cap} causal {causal}");
-            check(&what, &ctx, q.view(), k.view(), v.view(), &opts);
+            check_against_reference_on(&ctx, &what, &q, &k, &v, &opts);
         }
     }
 }
@@ -149,7 +140,7 @@ fn mask_windows_with_broadcasting_across_chunks() {
                 let plan = plan_of(&ctx, [q.shape(), k.shape(), v.shape()], &opts);
                 assert!(plan.len() >= 4, "cap {cap} mask {shape:?}: {plan:?}");
                 let what = format!("cap {cap} {kind} mask {shape:?}");
-                check(&what, &ctx, q.view(), k.view(), v.view(), &opts);
+                check_against_reference_on(&ctx, &what, &q, &k, &v, &opts);
             }
         }
     }
@@ -186,7 +177,7 @@ fn more_than_65535_workgroups_in_a_launch() {
         return_lse: true,
         ..Default::default()
     };
-    check("70,000 rows", ctx, q.view(), k.view(), v.view(), &opts);
+    check_against_reference_on(ctx, "70,000 rows", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -205,7 +196,7 @@ fn more_than_65535_workgroups_in_every_kernel() {
         return_lse: true,
         ..Default::default()
     };
-    check("70,000 heads", ctx, q.view(), k.view(), v.view(), &opts);
+    check_against_reference_on(ctx, "70,000 heads", &q, &k, &v, &opts);
 }
 
 /// A device that allows only 100 workgroups per dimension: every kernel's launch
@@ -249,7 +240,7 @@ fn every_kernel_wraps_its_grid_past_the_per_dimension_limit() {
         return_lse: true,
         ..Default::default()
     };
-    check("300 heads", &ctx, q.view(), k.view(), v.view(), &opts);
+    check_against_reference_on(&ctx, "300 heads", &q, &k, &v, &opts);
     // Beyond 100 x 100 workgroups the launch cannot be expressed: a clear error.
     let (q, k) = (rng.array4((1, 1, 10_001, 4)), rng.array4((1, 1, 3, 4)));
     match attention(&ctx, q.view(), k.view(), k.view(), &Default::default()) {

@@ -105,8 +105,18 @@ pub fn gpu_nan_prefilled(
     v: &Array4<f32>,
     opts: &wgpu_attention::AttentionOptions<'_>,
 ) -> wgpu_attention::Result<wgpu_attention::AttentionOutput> {
+    gpu_nan_prefilled_on(ctx(), q, k, v, opts)
+}
+
+/// [`gpu_nan_prefilled`] on a given context.
+pub fn gpu_nan_prefilled_on(
+    ctx: &GpuContext,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &wgpu_attention::AttentionOptions<'_>,
+) -> wgpu_attention::Result<wgpu_attention::AttentionOutput> {
     use wgpu_attention::{GpuOutputs, GpuTensor};
-    let ctx = ctx();
     let p = wgpu_attention::validate(q.shape(), k.shape(), v.shape(), opts)?;
     let nan = |shape: &[usize]| {
         GpuTensor::from_array(
@@ -116,14 +126,17 @@ pub fn gpu_nan_prefilled(
     };
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
     let outputs = GpuOutputs {
-        out: nan(&[b, h, lq, p.dim_v]),
-        weights: p.return_weights.then(|| nan(&[b, h, lq, p.len_k])),
-        lse: p.return_lse.then(|| nan(&[b, h, lq])),
+        out: nan(&[b, h, lq, p.dim_v])?,
+        weights: p
+            .return_weights
+            .then(|| nan(&[b, h, lq, p.len_k]))
+            .transpose()?,
+        lse: p.return_lse.then(|| nan(&[b, h, lq])).transpose()?,
     };
     let up = |a: &Array4<f32>| GpuTensor::from_array(ctx, a.view().into_dyn());
+    let (qt, kt, vt) = (up(q)?, up(k)?, up(v)?);
     pollster::block_on(async {
-        wgpu_attention::attention_gpu_into_async(ctx, &up(q), &up(k), &up(v), opts, &outputs)
-            .await?;
+        wgpu_attention::attention_gpu_into_async(ctx, &qt, &kt, &vt, opts, &outputs).await?;
         outputs.read_async(ctx).await
     })
 }
@@ -136,7 +149,20 @@ pub fn check_against_reference(
     v: &Array4<f32>,
     opts: &wgpu_attention::AttentionOptions<'_>,
 ) {
-    let gpu = gpu_nan_prefilled(q, k, v, opts).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
+    check_against_reference_on(ctx(), what, q, k, v, opts)
+}
+
+/// [`check_against_reference`] on a given context.
+pub fn check_against_reference_on(
+    ctx: &GpuContext,
+    what: &str,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &wgpu_attention::AttentionOptions<'_>,
+) {
+    let gpu =
+        gpu_nan_prefilled_on(ctx, q, k, v, opts).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
     let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts)
         .unwrap_or_else(|e| panic!("{what}: cpu: {e}"));
     assert_close(
