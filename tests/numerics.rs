@@ -1,0 +1,227 @@
+//! Numerical edges: logits far from zero, -inf in additive masks, infinities and NaN in
+//! the inputs, and head dimensions up to 256 and beyond.
+
+mod common;
+
+use common::*;
+use ndarray::{s, Array, Array4, IxDyn};
+use wgpu_attention::*;
+
+fn all_outputs<'a>() -> AttentionOptions<'a> {
+    AttentionOptions {
+        return_weights: true,
+        return_lse: true,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn logits_of_plus_and_minus_ten_thousand_do_not_overflow() {
+    // D = 1, q = 100, k = ±100, scale 1: every logit is exactly +1e4 or -1e4.
+    let (lq, lk) = (6, 9);
+    let q = Array4::from_elem((1, 1, lq, 1), 100.0f32);
+    let k = Array4::from_shape_fn((1, 1, lk, 1), |(_, _, j, _)| {
+        if j % 3 == 0 {
+            100.0
+        } else {
+            -100.0
+        }
+    });
+    let v = Array4::from_shape_fn((1, 1, lk, 2), |(_, _, j, e)| (j * 2 + e) as f32);
+    let opts = AttentionOptions {
+        scale: Some(1.0),
+        ..all_outputs()
+    };
+    let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
+    let lse = gpu.lse.as_ref().unwrap();
+    let weights = gpu.weights.as_ref().unwrap();
+    for i in 0..lq {
+        // Three keys at +1e4 share the weight; e^-2e4 underflows to exactly 0.
+        let want_lse = 1e4 + 3f32.ln();
+        assert!(
+            (lse[[0, 0, i]] - want_lse).abs() <= 1e4 * 1e-6,
+            "row {i}: lse {} vs {want_lse}",
+            lse[[0, 0, i]]
+        );
+        for j in 0..lk {
+            let w = weights[[0, 0, i, j]];
+            let want = if j % 3 == 0 { 1.0 / 3.0 } else { 0.0 };
+            assert!((w - want).abs() < 1e-6, "row {i} key {j}: weight {w}");
+        }
+    }
+    check_against_reference("±1e4 logits", &q, &k, &v, &opts);
+    // The same through a large scale and random inputs, and with additive ±1e4 biases.
+    let mut rng = Rng::new(51);
+    let (q, k, v) = (
+        rng.array4((2, 2, 13, 8)),
+        rng.array4((2, 2, 21, 8)),
+        rng.array4((2, 2, 21, 8)),
+    );
+    let opts = AttentionOptions {
+        scale: Some(3_000.0),
+        ..all_outputs()
+    };
+    check_against_reference("scale 3000", &q, &k, &v, &opts);
+    // Biases of ±1e4 on zero scores: the logits are the biases, exact in f32. (With
+    // random scores, 1e4 + x rounds to f32's 1e-3 spacing near 1e4: an input
+    // precision limit of any f32 implementation, not an overflow.)
+    let q = Array4::<f32>::zeros((2, 2, 13, 8));
+    let bias = Array::from_shape_fn(IxDyn(&[13, 21]), |ix| match (ix[0] + ix[1]) % 5 {
+        0 => 1e4f32,
+        1 => 1e4 - 1.0,
+        2 => -1e4,
+        3 => f32::NEG_INFINITY,
+        _ => 0.0,
+    });
+    let opts = AttentionOptions {
+        mask: Some(Mask::Additive(bias.view())),
+        ..all_outputs()
+    };
+    check_against_reference("±1e4 and -inf biases", &q, &k, &v, &opts);
+}
+
+#[test]
+fn logits_near_the_top_of_the_f32_range_stay_finite() {
+    let mut rng = Rng::new(52);
+    let (q, k, v) = (
+        rng.array4((1, 2, 7, 4)),
+        rng.array4((1, 2, 7, 4)),
+        rng.array4((1, 2, 7, 4)),
+    );
+    let opts = AttentionOptions {
+        scale: Some(1e30),
+        causal: true,
+        ..all_outputs()
+    };
+    let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
+    assert!(gpu.out.iter().all(|x| x.is_finite()), "{:?}", gpu.out);
+    check_against_reference("logits ~1e30", &q, &k, &v, &opts);
+}
+
+#[test]
+fn negative_infinity_in_additive_masks() {
+    let mut rng = Rng::new(53);
+    let (b, h, lq, lk) = (2, 3, 9, 11);
+    let (q, k, v) = (
+        rng.array4((b, h, lq, 8)),
+        rng.array4((b, h, lk, 8)),
+        rng.array4((b, h, lk, 8)),
+    );
+    // Random -inf, a whole row of -inf (batch 0, head 1, row 4) and a whole head of
+    // -inf (batch 1, head 2).
+    let mut bias = Array::from_shape_simple_fn(IxDyn(&[b, h, lq, lk]), || {
+        if rng.uniform() < 0.3 {
+            f32::NEG_INFINITY
+        } else {
+            rng.normal()
+        }
+    });
+    bias.slice_mut(s![0, 1, 4, ..]).fill(f32::NEG_INFINITY);
+    bias.slice_mut(s![1, 2, .., ..]).fill(f32::NEG_INFINITY);
+    let opts = AttentionOptions {
+        mask: Some(Mask::Additive(bias.view())),
+        ..all_outputs()
+    };
+    let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
+    let (weights, lse) = (gpu.weights.as_ref().unwrap(), gpu.lse.as_ref().unwrap());
+    for (bb, hh, rows) in [(0, 1, 4..5), (1, 2, 0..lq)] {
+        for i in rows {
+            assert!(gpu.out.slice(s![bb, hh, i, ..]).iter().all(|&x| x == 0.0));
+            assert!(weights.slice(s![bb, hh, i, ..]).iter().all(|&x| x == 0.0));
+            assert_eq!(lse[[bb, hh, i]], f32::NEG_INFINITY, "({bb}, {hh}, {i})");
+        }
+    }
+    assert!(gpu.out.iter().all(|x| x.is_finite()), "no NaN from masking");
+    check_against_reference("random -inf bias", &q, &k, &v, &opts);
+    // -inf where a boolean mask or causality already masks changes nothing.
+    let opts = AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        mask: Some(Mask::Additive(bias.view())),
+        ..all_outputs()
+    };
+    check_against_reference("-inf bias and causal", &q, &k, &v, &opts);
+}
+
+#[test]
+fn infinities_and_nan_in_inputs_follow_the_reference() {
+    let mut rng = Rng::new(54);
+    let (mut q, mut k, mut v) = (
+        rng.array4((1, 2, 6, 4)),
+        rng.array4((1, 2, 8, 4)),
+        rng.array4((1, 2, 8, 4)),
+    );
+    q[[0, 0, 1, 0]] = f32::INFINITY; // a +inf logit or two: row 1 becomes NaN
+    q[[0, 1, 3, 2]] = f32::NEG_INFINITY; // -inf and +inf logits
+    k[[0, 1, 5, 1]] = f32::NAN; // key 5 of head 1: NaN logits for every row
+    v[[0, 0, 2, 3]] = f32::INFINITY; // inf flows into column 3 of head 0
+    for causal in [false, true] {
+        let opts = AttentionOptions {
+            causal,
+            ..all_outputs()
+        };
+        check_against_reference(&format!("inf/NaN, causal {causal}"), &q, &k, &v, &opts);
+    }
+    // A row whose only allowed logits are -inf is an empty row: zeros, lse -inf.
+    let q = Array4::from_elem((1, 1, 2, 1), f32::NEG_INFINITY);
+    let k = Array4::from_elem((1, 1, 3, 1), 1.0f32);
+    let v = Array4::from_elem((1, 1, 3, 2), 5.0f32);
+    let gpu = gpu_nan_prefilled(&q, &k, &v, &all_outputs()).unwrap();
+    assert!(gpu.out.iter().all(|&x| x == 0.0), "{:?}", gpu.out);
+    assert!(gpu.lse.unwrap().iter().all(|&x| x == f32::NEG_INFINITY));
+    check_against_reference("all -inf logits", &q, &k, &v, &all_outputs());
+}
+
+#[test]
+fn head_dims_up_to_256_and_beyond() {
+    let mut seed = 60;
+    for (d, dv) in [(255, 255), (256, 256), (256, 64), (64, 256), (257, 129)] {
+        seed += 1;
+        let mut rng = Rng::new(seed);
+        let (q, k, v) = (
+            rng.array4((1, 2, 17, d)),
+            rng.array4((1, 1, 33, d)),
+            rng.array4((1, 1, 33, dv)),
+        );
+        let opts = AttentionOptions {
+            causal: true,
+            ..all_outputs()
+        };
+        check_against_reference(&format!("D={d} Dv={dv}"), &q, &k, &v, &opts);
+    }
+    // The staged kernels loop over D and Dv in tiles: no limit below what the binding
+    // sizes allow.
+    let mut rng = Rng::new(70);
+    let (q, k, v) = (
+        rng.array4((1, 1, 5, 1_500)),
+        rng.array4((1, 1, 6, 1_500)),
+        rng.array4((1, 1, 6, 2_000)),
+    );
+    check_against_reference("D=1500 Dv=2000", &q, &k, &v, &all_outputs());
+}
+
+#[test]
+fn empty_batch_and_empty_dimensions_are_rejected() {
+    let z = |s| Array4::<f32>::zeros(s);
+    let cases = [
+        ((0, 2, 3, 4), (0, 2, 3, 4), "q", "[0, 2, 3, 4]"),
+        ((1, 0, 3, 4), (1, 1, 3, 4), "q", "[1, 0, 3, 4]"),
+        ((1, 2, 3, 0), (1, 2, 3, 0), "q", "[1, 2, 3, 0]"),
+        ((1, 2, 3, 4), (1, 2, 0, 4), "k", "[1, 2, 0, 4]"),
+    ];
+    for (qs, ks, arg, shape) in cases {
+        let (q, k) = (z(qs), z(ks));
+        for r in [
+            attention(ctx(), q.view(), k.view(), k.view(), &Default::default()),
+            attention_cpu(q.view(), k.view(), k.view(), &Default::default()),
+        ] {
+            match r {
+                Err(AttentionError::Shape { arg: a, detail }) if a == arg => {
+                    assert!(detail.contains("zero-size dimension"), "{detail}");
+                    assert!(detail.contains(shape), "{detail}");
+                }
+                other => panic!("q {qs:?} k {ks:?}: expected Shape for {arg}, got {other:?}"),
+            }
+        }
+    }
+}
