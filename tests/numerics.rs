@@ -20,13 +20,16 @@ fn logits_of_plus_and_minus_ten_thousand_do_not_overflow() {
     // D = 1, q = 100, k = ±100, scale 1: every logit is exactly +1e4 or -1e4.
     let (lq, lk) = (6, 9);
     let q = Array4::from_elem((1, 1, lq, 1), 100.0f32);
-    let k = Array4::from_shape_fn((1, 1, lk, 1), |(_, _, j, _)| {
-        if j % 3 == 0 {
-            100.0
-        } else {
-            -100.0
-        }
-    });
+    let k = Array4::from_shape_fn(
+        (1, 1, lk, 1),
+        |(_, _, j, _)| {
+            if j % 3 == 0 {
+                100.0
+            } else {
+                -100.0
+            }
+        },
+    );
     let v = Array4::from_shape_fn((1, 1, lk, 2), |(_, _, j, e)| (j * 2 + e) as f32);
     let opts = AttentionOptions {
         scale: Some(1.0),
