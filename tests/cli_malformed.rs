@@ -1,0 +1,385 @@
+//! The command line given malformed `.npy` files: wrong magic, bad versions, headers
+//! that lie about their size, broken dictionaries, shapes that lie about the data,
+//! Fortran order. Every one exits 2 with a one-line message naming the flag, and none
+//! panics; the well-formed variants are read.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// A fresh directory under the system temp dir, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "wgpu-attention-malformed-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+
+    fn write(&self, file: &str, bytes: &[u8]) -> String {
+        let path = self.0.join(file);
+        std::fs::write(&path, bytes).expect("write file");
+        path.to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `.npy` file: magic, version, header length (as given, or the true one), the
+/// header text padded NumPy's way, then `data`.
+fn npy(version: (u8, u8), dict: &str, data: &[u8], claimed_len: Option<u32>) -> Vec<u8> {
+    let wide = version.0 >= 2;
+    let prefix = if wide { 12 } else { 10 };
+    let mut header = dict.as_bytes().to_vec();
+    while (prefix + header.len() + 1) % 64 != 0 {
+        header.push(b' ');
+    }
+    header.push(b'\n');
+    let len = claimed_len.unwrap_or(header.len() as u32);
+    let mut out = b"\x93NUMPY".to_vec();
+    out.extend([version.0, version.1]);
+    if wide {
+        out.extend(len.to_le_bytes());
+    } else {
+        out.extend((len as u16).to_le_bytes());
+    }
+    out.extend(header);
+    out.extend(data);
+    out
+}
+
+fn dict(descr: &str, fortran: &str, shape: &str) -> String {
+    format!("{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}")
+}
+
+/// f32 little-endian bytes of `n` values 0.0, 0.1, ...
+fn f32_data(n: usize) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| (i as f32 * 0.1).to_le_bytes())
+        .collect()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+        .args(args)
+        .output()
+        .expect("start wgpu-attention")
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.contains("XDG_RUNTIME_DIR"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// K is (1, 2, 7, 8): 112 f32 values.
+const K_SHAPE: &str = "(1, 2, 7, 8)";
+const K_LEN: usize = 112;
+
+#[test]
+fn malformed_npy_files_exit_2_without_panicking() {
+    let dir = TempDir::new("bad");
+    let good = npy(
+        (1, 0),
+        &dict("'<f4'", "False", K_SHAPE),
+        &f32_data(K_LEN),
+        None,
+    );
+    let q = dir.write(
+        "q.npy",
+        &npy(
+            (1, 0),
+            &dict("'<f4'", "False", "(1, 2, 5, 8)"),
+            &f32_data(80),
+            None,
+        ),
+    );
+    let v = dir.write("v.npy", &good);
+    let out = dir.0.join("out.npy").to_string_lossy().into_owned();
+    let true_len = (good.len() - 4 * K_LEN - 10) as u32;
+    let with = |dict_text: &str, data: &[u8]| npy((1, 0), dict_text, data, None);
+    let shaped = |shape: &str, n: usize| with(&dict("'<f4'", "False", shape), &f32_data(n));
+
+    let mut wrong_magic = good.clone();
+    wrong_magic[1..6].copy_from_slice(b"NUMPZ");
+    let mut no_x93 = good.clone();
+    no_x93[0] = b'N';
+    let mut non_ascii = good.clone();
+    non_ascii[12] = 0xff; // inside the dictionary
+    let mut extra = good.clone();
+    extra.extend([0, 0, 0, 0]);
+
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("empty file", vec![]),
+        ("wrong magic", wrong_magic),
+        ("magic without \\x93", no_x93),
+        ("magic only", b"\x93NUMPY".to_vec()),
+        ("version only", b"\x93NUMPY\x01\x00".to_vec()),
+        (
+            "unknown version 9.9",
+            npy(
+                (9, 9),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                None,
+            ),
+        ),
+        (
+            "header length past the end of the file",
+            npy(
+                (1, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                Some(60_000),
+            ),
+        ),
+        (
+            "v2 header length of 4 GiB",
+            npy(
+                (2, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                Some(u32::MAX),
+            ),
+        ),
+        (
+            "header length into the data",
+            npy(
+                (1, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                Some(true_len + 16),
+            ),
+        ),
+        (
+            "header length short of the header",
+            npy(
+                (1, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                Some(true_len - 20),
+            ),
+        ),
+        (
+            "header length zero",
+            npy(
+                (1, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                Some(0),
+            ),
+        ),
+        ("non-ASCII header", non_ascii),
+        (
+            "header not a dictionary",
+            with("[1, 2, 3]", &f32_data(K_LEN)),
+        ),
+        (
+            "unterminated dictionary",
+            with(
+                "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2,",
+                &f32_data(K_LEN),
+            ),
+        ),
+        (
+            "missing descr",
+            with(
+                &format!("{{'fortran_order': False, 'shape': {K_SHAPE}, }}"),
+                &f32_data(K_LEN),
+            ),
+        ),
+        (
+            "missing shape",
+            with(
+                "{'descr': '<f4', 'fortran_order': False, }",
+                &f32_data(K_LEN),
+            ),
+        ),
+        (
+            "missing fortran_order",
+            with(
+                &format!("{{'descr': '<f4', 'shape': {K_SHAPE}, }}"),
+                &f32_data(K_LEN),
+            ),
+        ),
+        (
+            "fortran_order not a bool",
+            with(&dict("'<f4'", "'yes'", K_SHAPE), &f32_data(K_LEN)),
+        ),
+        (
+            "descr not a string",
+            with(&dict("4", "False", K_SHAPE), &f32_data(K_LEN)),
+        ),
+        (
+            "descr unknown",
+            with(&dict("'<z9'", "False", K_SHAPE), &f32_data(K_LEN)),
+        ),
+        (
+            "descr structured",
+            with(&dict("[('a', '<f4')]", "False", K_SHAPE), &f32_data(K_LEN)),
+        ),
+        ("shape negative", shaped("(1, -2, 7, 8)", K_LEN)),
+        ("shape not integers", shaped("(1, 2.5, 7, 8)", K_LEN)),
+        ("shape a string", shaped("'1,2,7,8'", K_LEN)),
+        (
+            "shape overflows",
+            shaped("(4611686018427387904, 4611686018427387904, 7, 8)", K_LEN),
+        ),
+        (
+            "shape huge, data short",
+            shaped("(1, 2, 1099511627776, 8)", K_LEN),
+        ),
+        ("shape larger than the data", shaped("(1, 2, 8, 8)", K_LEN)),
+        ("shape smaller than the data", shaped("(1, 2, 6, 8)", K_LEN)),
+        ("bytes after the data", extra),
+        ("data cut mid-value", {
+            let mut t = good.clone();
+            t.pop();
+            t
+        }),
+        ("scalar", shaped("()", 1)),
+        ("rank 5", shaped("(1, 1, 2, 7, 8)", K_LEN)),
+        ("zero-size", shaped("(1, 2, 0, 8)", 0)),
+        (
+            "Fortran order, data short",
+            with(&dict("'<f4'", "True", K_SHAPE), &f32_data(K_LEN - 1)),
+        ),
+        (
+            "Fortran order, wrong rank",
+            with(&dict("'<f4'", "True", "(2, 7, 8)"), &f32_data(K_LEN)),
+        ),
+        (
+            "big-endian f16, data short",
+            with(&dict("'>f2'", "False", K_SHAPE), &vec![0u8; 2 * K_LEN - 1]),
+        ),
+        (
+            "bool for a float input",
+            with(&dict("'|b1'", "False", K_SHAPE), &vec![1u8; K_LEN]),
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, bytes) in &cases {
+        let k = dir.write("k.npy", bytes);
+        let out_run = run(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--out",
+            &out,
+        ]);
+        let msg = stderr_of(&out_run);
+        let ok = out_run.status.code() == Some(2)
+            && msg.lines().count() == 1
+            && msg.starts_with("error: --k:")
+            && !msg.contains("panicked");
+        if !ok {
+            failures.push(format!(
+                "{what}: exit {:?}, stderr: {msg}",
+                out_run.status.code()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn well_formed_variants_are_read() {
+    let dir = TempDir::new("good");
+    let q = dir.write(
+        "q.npy",
+        &npy(
+            (1, 0),
+            &dict("'<f4'", "False", "(1, 2, 5, 8)"),
+            &f32_data(80),
+            None,
+        ),
+    );
+    let v = dir.write(
+        "v.npy",
+        &npy(
+            (1, 0),
+            &dict("'<f4'", "False", K_SHAPE),
+            &f32_data(K_LEN),
+            None,
+        ),
+    );
+    let out = dir.0.join("out.npy").to_string_lossy().into_owned();
+    let be: Vec<u8> = (0..K_LEN)
+        .flat_map(|i| (i as f32 * 0.1).to_be_bytes())
+        .collect();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "version 2.0",
+            npy(
+                (2, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                None,
+            ),
+        ),
+        (
+            "version 3.0",
+            npy(
+                (3, 0),
+                &dict("'<f4'", "False", K_SHAPE),
+                &f32_data(K_LEN),
+                None,
+            ),
+        ),
+        (
+            "Fortran order",
+            npy(
+                (1, 0),
+                &dict("'<f4'", "True", K_SHAPE),
+                &f32_data(K_LEN),
+                None,
+            ),
+        ),
+        (
+            "big-endian f32",
+            npy((1, 0), &dict("'>f4'", "False", K_SHAPE), &be, None),
+        ),
+        (
+            "keys in another order",
+            npy(
+                (1, 0),
+                &format!("{{'shape': {K_SHAPE}, 'fortran_order': False, 'descr': '<f4'}}"),
+                &f32_data(K_LEN),
+                None,
+            ),
+        ),
+    ];
+    for (what, bytes) in &cases {
+        let k = dir.write("k.npy", bytes);
+        let o = run(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--q",
+            &q,
+            "--k",
+            &k,
+            "--v",
+            &v,
+            "--out",
+            &out,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr_of(&o));
+    }
+}
