@@ -55,6 +55,20 @@ fn staged_path_is_bitwise_reproducible() {
 }
 
 #[test]
+fn default_path_without_weights_is_bitwise_reproducible() {
+    // Without weights the automatic choice is free to take a kernel that never forms
+    // the score matrix; whichever it takes must repeat itself exactly.
+    let opts = AttentionOptions {
+        causal: true,
+        return_lse: true,
+        ..Default::default()
+    };
+    hundred_runs_agree("auto, out and lse", ctx(), &opts);
+    let opts = AttentionOptions::default();
+    hundred_runs_agree("auto, out only", ctx(), &opts);
+}
+
+#[test]
 fn split_staged_path_is_bitwise_reproducible() {
     // Small bindings: one head per chunk, sixteen dispatches of each kernel per run.
     let ctx = GpuContext::new()
