@@ -39,7 +39,7 @@ fn npy(version: (u8, u8), dict: &str, data: &[u8], claimed_len: Option<u32>) -> 
     let wide = version.0 >= 2;
     let prefix = if wide { 12 } else { 10 };
     let mut header = dict.as_bytes().to_vec();
-    while (prefix + header.len() + 1) % 64 != 0 {
+    while !(prefix + header.len() + 1).is_multiple_of(64) {
         header.push(b' ');
     }
     header.push(b'\n');
@@ -264,7 +264,7 @@ fn malformed_npy_files_exit_2_without_panicking() {
         ),
         (
             "bool for a float input",
-            with(&dict("'|b1'", "False", K_SHAPE), &vec![1u8; K_LEN]),
+            with(&dict("'|b1'", "False", K_SHAPE), &[1u8; K_LEN]),
         ),
     ];
     let mut failures = Vec::new();

@@ -56,9 +56,9 @@ fn inputs(rng: &mut Rng, n: usize) -> Inputs {
 /// extra outputs.
 fn call(ctx: &GpuContext, x: &Inputs, n: usize) {
     let opts = AttentionOptions {
-        causal: n % 3 == 0,
+        causal: n.is_multiple_of(3),
         mask: (n % 4 == 1).then(|| Mask::Bool(x.mask.view().into_dyn())),
-        return_weights: n % 2 == 0,
+        return_weights: n.is_multiple_of(2),
         return_lse: n % 5 < 2,
         ..Default::default()
     };

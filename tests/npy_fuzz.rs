@@ -23,7 +23,7 @@ fn file(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
         if fortran { "True" } else { "False" }
     );
     let mut header = dict.into_bytes();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(b' ');
     }
     header.push(b'\n');
