@@ -69,7 +69,11 @@ fuzz_target!(|input: Input| {
         .try_fold(1usize, |a, &n| a.checked_mul(n));
     if work.is_some_and(|w| w <= 1 << 16) {
         let x = [0.5f32];
-        let (Some(q), Some(k), Some(v)) = (view4(&input.q, &x), view4(&input.k, &x), view4(&input.v, &x)) else {
+        let (Some(q), Some(k), Some(v)) = (
+            view4(&input.q, &x),
+            view4(&input.k, &x),
+            view4(&input.v, &x),
+        ) else {
             return;
         };
         let out = attention_cpu(q, k, v, &opts).expect("validated inputs must run");

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::context::GpuContext;
+use crate::gpu::scopes::ErrorScopes;
 
 /// How a kernel uses one binding; bindings are numbered by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +97,7 @@ impl GpuContext {
             })
             .collect();
         let device = &self.device;
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let scopes = ErrorScopes::push(self);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(spec.name),
             entries: &entries,
@@ -121,12 +122,9 @@ impl GpuContext {
             },
             cache: None,
         });
-        if let Some(e) = scope.pop().await {
-            return Err(AttentionError::Device(format!(
-                "building kernel {}: {e}",
-                spec.name
-            )));
-        }
+        scopes
+            .pop(self, &format!("building kernel {}", spec.name))
+            .await?;
         Ok(KernelPipeline { pipeline, layout })
     }
 }
