@@ -23,6 +23,7 @@ pub struct GpuContext {
     /// A cap on storage bindings below the device's own limit (see `with_max_binding`).
     binding_cap: Option<u64>,
     /// How long a readback may wait for the device (see `with_wait_timeout`).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) wait_timeout: Option<Duration>,
 }
 
@@ -171,7 +172,7 @@ impl GpuContext {
     /// [`AttentionError::Device`]. The default is no bound: a readback waits until the
     /// work is done or the device is lost (drivers turn a hung GPU into a lost device).
     /// Software drivers have no such watchdog; an application that must never block
-    /// for long can set one here.
+    /// for long can set one here. On the web nothing blocks, and this has no effect.
     #[must_use]
     pub fn with_wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
