@@ -162,7 +162,10 @@ fn a_cap_too_small_for_one_row_is_too_large() {
 #[test]
 fn more_than_65535_workgroups_in_a_launch() {
     let ctx = ctx();
-    assert!(ctx.limits().max_compute_workgroups_per_dimension < 70_000);
+    assert!(
+        ctx.limits().max_compute_workgroups_per_dimension < 70_000,
+        "this case needs a per-dimension limit below 70,000 to wrap the grid"
+    );
     let mut rng = Rng::new(15);
     // 70,000 rows of one head: the softmax launches one workgroup per row.
     let (q, k, v) = (
