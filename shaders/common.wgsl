@@ -49,12 +49,18 @@ const MASK_NONE: u32 = 0u;
 const MASK_BOOL: u32 = 1u;
 const MASK_ADDITIVE: u32 = 2u;
 
+// The bit patterns of -inf and a quiet NaN, read from private variables so that the
+// bitcasts below are runtime expressions: WGSL makes a constant expression that
+// evaluates to inf or NaN a shader-creation error (browsers' compilers enforce it).
+var<private> NEG_INF_BITS: u32 = 0xff800000u;
+var<private> QUIET_NAN_BITS: u32 = 0x7fc00000u;
+
 fn neg_inf() -> f32 {
-    return bitcast<f32>(0xff800000u);
+    return bitcast<f32>(NEG_INF_BITS);
 }
 
 fn quiet_nan() -> f32 {
-    return bitcast<f32>(0x7fc00000u);
+    return bitcast<f32>(QUIET_NAN_BITS);
 }
 
 // NaN test on the bits: comparisons cannot be trusted to see NaN on every driver.

@@ -3,13 +3,15 @@
 
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
-
 use ndarray::{Array, Array4, ArrayView, Dimension};
+#[cfg(not(target_arch = "wasm32"))]
 use wgpu_attention::GpuContext;
 
-/// One context for the whole test binary: pipelines compile once.
+/// One context for the whole test binary: pipelines compile once. Native only: on the
+/// web a context is neither `Sync` nor made without awaiting (see tests/web.rs).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn ctx() -> &'static GpuContext {
+    use std::sync::OnceLock;
     static CTX: OnceLock<GpuContext> = OnceLock::new();
     CTX.get_or_init(|| {
         GpuContext::new().unwrap_or_else(|e| {

@@ -1,0 +1,256 @@
+//! The core paths in a real browser: the library compiled to wasm32, run on the page's
+//! WebGPU adapter, checked against the CPU reference compiled into the same module.
+//!
+//! Run with (see .ci/run):
+//! `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+//!  cargo test --target wasm32-unknown-unknown --no-default-features --test web`.
+//! Headless Chromium gives WebGPU on its SwiftShader adapter (subgroup size 4, no
+//! `shader-f16`) only with `--enable-unsafe-webgpu`, which `webdriver.json` passes.
+
+#![cfg(target_arch = "wasm32")]
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use common::{assert_close, Rng, ATOL, RTOL};
+use ndarray::{Array, Array2, Array4, ArrayD, IxDyn};
+use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
+use wgpu_attention::{
+    attention_async, attention_cpu, attention_gpu_into_async, Alignment, AttentionError,
+    AttentionOptions, GpuContext, GpuOutputs, GpuTensor, Mask, Precision, Window,
+};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+thread_local! {
+    static CTX: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
+}
+
+/// One context per page (pipelines compile once). Panics, failing the test, when the
+/// browser has no WebGPU adapter: a test here never passes without running on the GPU.
+async fn ctx() -> Rc<GpuContext> {
+    if let Some(c) = CTX.with(|c| c.borrow().clone()) {
+        return c;
+    }
+    let made = GpuContext::new_async().await.unwrap_or_else(|e| {
+        panic!(
+            "no WebGPU adapter in this browser: {e}. Chromium needs --enable-unsafe-webgpu \
+             (webdriver.json) where WebGPU is not enabled by default."
+        )
+    });
+    let info = made.adapter_info();
+    console_log!(
+        "adapter: {:?} on {:?}, subgroup size {}..{}, features {:?}",
+        info.name,
+        info.backend,
+        info.subgroup_min_size,
+        info.subgroup_max_size,
+        made.features()
+    );
+    let made = Rc::new(made);
+    CTX.with(|c| *c.borrow_mut() = Some(made.clone()));
+    made
+}
+
+/// A device tensor filled with NaN, so an element a kernel never writes fails the check.
+fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> GpuTensor {
+    GpuTensor::from_array(ctx, ArrayD::from_elem(IxDyn(shape), f32::NAN).view())
+}
+
+/// Runs `opts` on the GPU into NaN-filled outputs and checks out, weights and lse
+/// against the CPU reference.
+async fn check(
+    what: &str,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: AttentionOptions<'_>,
+) {
+    let opts = AttentionOptions {
+        return_weights: true,
+        return_lse: true,
+        ..opts
+    };
+    let ctx = ctx().await;
+    let upload = |a: &Array4<f32>| GpuTensor::from_array(&ctx, a.view().into_dyn());
+    let (qs, vs) = (q.shape(), v.shape());
+    let (b, h, lq, lk) = (qs[0], qs[1], qs[2], k.shape()[2]);
+    let outputs = GpuOutputs {
+        out: nan_tensor(&ctx, &[b, h, lq, vs[3]]),
+        weights: Some(nan_tensor(&ctx, &[b, h, lq, lk])),
+        lse: Some(nan_tensor(&ctx, &[b, h, lq])),
+    };
+    attention_gpu_into_async(&ctx, &upload(q), &upload(k), &upload(v), &opts, &outputs)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: GPU call failed: {e}"));
+    let gpu = outputs
+        .read_async(&ctx)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: readback failed: {e}"));
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts)
+        .unwrap_or_else(|e| panic!("{what}: CPU reference failed: {e}"));
+    let name = |part: &str| format!("{what}: {part}");
+    assert_close(&name("out"), gpu.out.view(), cpu.out.view(), ATOL, RTOL);
+    let (gw, cw) = (gpu.weights.expect("weights"), cpu.weights.expect("weights"));
+    assert_close(&name("weights"), gw.view(), cw.view(), ATOL, RTOL);
+    let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
+    assert_close(&name("lse"), gl.view(), cl.view(), ATOL, RTOL);
+}
+
+fn inputs(
+    seed: u64,
+    (b, hq, hkv): (usize, usize, usize),
+    (lq, lk): (usize, usize),
+    (d, dv): (usize, usize),
+) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
+    let mut rng = Rng::new(seed);
+    (
+        rng.array4((b, hq, lq, d)),
+        rng.array4((b, hkv, lk, d)),
+        rng.array4((b, hkv, lk, dv)),
+    )
+}
+
+#[wasm_bindgen_test]
+async fn the_adapter_is_the_browsers_webgpu() {
+    let ctx = ctx().await;
+    assert_eq!(
+        ctx.adapter_info().backend,
+        wgpu::Backend::BrowserWebGpu,
+        "the context must run on the browser's WebGPU"
+    );
+}
+
+#[wasm_bindgen_test]
+async fn causal_multi_head() {
+    let (q, k, v) = inputs(1, (2, 3, 3), (33, 33), (16, 16));
+    let opts = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    check("causal", &q, &k, &v, opts).await;
+}
+
+/// Row lengths around the subgroup size (4) and the softmax workgroup (128).
+#[wasm_bindgen_test]
+async fn lengths_straddling_subgroup_and_workgroup_edges() {
+    for (seed, lk) in [(2, 1), (3, 3), (4, 5), (5, 129)] {
+        let (q, k, v) = inputs(seed, (1, 2, 2), (6, lk), (8, 5));
+        check(&format!("lk={lk}"), &q, &k, &v, AttentionOptions::default()).await;
+    }
+}
+
+#[wasm_bindgen_test]
+async fn boolean_mask_broadcast_with_an_empty_row() {
+    let (q, k, v) = inputs(6, (2, 2, 2), (9, 12), (8, 8));
+    // (Lq, Lk), broadcast over batch and heads; row 4 allows nothing.
+    let mask = Array2::from_shape_fn((9, 12), |(i, j)| i != 4 && (i + 2 * j) % 3 != 0);
+    let opts = AttentionOptions {
+        mask: Some(Mask::Bool(mask.view().into_dyn())),
+        ..Default::default()
+    };
+    check("bool mask", &q, &k, &v, opts).await;
+}
+
+#[wasm_bindgen_test]
+async fn additive_mask_with_neg_inf() {
+    let (q, k, v) = inputs(7, (1, 2, 2), (7, 10), (16, 8));
+    let mut rng = Rng::new(70);
+    let bias = Array::from_shape_fn((1, 2, 7, 10), |(_, h, i, j)| {
+        if (h + i + j) % 5 == 0 {
+            f32::NEG_INFINITY
+        } else {
+            rng.normal()
+        }
+    });
+    let opts = AttentionOptions {
+        mask: Some(Mask::Additive(bias.view().into_dyn())),
+        ..Default::default()
+    };
+    check("additive mask", &q, &k, &v, opts).await;
+}
+
+#[wasm_bindgen_test]
+async fn grouped_query_and_multi_query_heads() {
+    let (q, k, v) = inputs(8, (2, 6, 2), (11, 11), (16, 24));
+    let opts = AttentionOptions {
+        causal: true,
+        ..Default::default()
+    };
+    check("gqa 6/2", &q, &k, &v, opts).await;
+    let (q, k, v) = inputs(9, (1, 4, 1), (5, 17), (8, 8));
+    check("mqa 4/1", &q, &k, &v, AttentionOptions::default()).await;
+}
+
+#[wasm_bindgen_test]
+async fn cross_attention_with_key_padding() {
+    let (q, k, v) = inputs(10, (2, 2, 2), (7, 19), (12, 20));
+    let lens = [19, 6];
+    let opts = AttentionOptions {
+        kv_lens: Some(&lens[..]),
+        scale: Some(0.3),
+        ..Default::default()
+    };
+    check("cross", &q, &k, &v, opts).await;
+}
+
+#[wasm_bindgen_test]
+async fn bottom_right_causal_window() {
+    let (q, k, v) = inputs(11, (1, 2, 1), (4, 21), (8, 8));
+    let opts = AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        window: Some(Window::new(6, 0)),
+        ..Default::default()
+    };
+    check("bottom-right window", &q, &k, &v, opts).await;
+}
+
+/// The host-array entry point, the one a web page calls.
+#[wasm_bindgen_test]
+async fn attention_async_matches_the_reference() {
+    let (q, k, v) = inputs(12, (1, 2, 2), (8, 8), (8, 8));
+    let ctx = ctx().await;
+    let opts = AttentionOptions::default();
+    let gpu = attention_async(&ctx, q.view(), k.view(), v.view(), &opts)
+        .await
+        .expect("GPU call");
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("CPU call");
+    assert_close(
+        "attention_async out",
+        gpu.out.view(),
+        cpu.out.view(),
+        ATOL,
+        RTOL,
+    );
+}
+
+/// Without `shader-f16` (SwiftShader has none) the f16 path must say it is unavailable,
+/// not fail obscurely; with it, f16 must either run within its bound or say so.
+#[wasm_bindgen_test]
+async fn f16_says_when_it_is_unavailable() {
+    let ctx = ctx().await;
+    let has_f16 = ctx.features().contains(wgpu::Features::SHADER_F16);
+    let (q, k, v) = inputs(13, (1, 1, 1), (4, 4), (8, 8));
+    let opts = AttentionOptions {
+        precision: Precision::F16,
+        ..Default::default()
+    };
+    let got = attention_async(&ctx, q.view(), k.view(), v.view(), &opts).await;
+    match got {
+        Err(AttentionError::Unsupported(msg)) => assert!(msg.contains("f16"), "{msg}"),
+        Ok(gpu) if has_f16 => {
+            let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("CPU call");
+            let diff: f32 = (&gpu.out - &cpu.out).iter().map(|x| x * x).sum();
+            let norm: f32 = cpu.out.iter().map(|x| x * x).sum();
+            assert!(
+                (diff / norm).sqrt() < 2e-3,
+                "f16 relative error {}",
+                (diff / norm).sqrt()
+            );
+        }
+        other => panic!("f16 (adapter has shader-f16: {has_f16}) gave {other:?}"),
+    }
+}
