@@ -4,16 +4,20 @@ HTTP, standard library only), waits for the result, prints it and saves a screen
 Exits 1 unless the page reports success.
 
     python3 examples/web/check.py http://127.0.0.1:8000/ [page.png]
+    python3 examples/web/check.py examples/web [page.png]   # serves the folder itself
 
 Env: CHROMEDRIVER (default /usr/bin/chromedriver), WEBGPU=0 to launch without WebGPU.
 """
 
 import base64
+import functools
+import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -22,6 +26,19 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def serve(directory):
+    """Serves `directory` on localhost from a background thread; returns its URL."""
+    handler = functools.partial(QuietHandler, directory=directory)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/"
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
 
 
 def call(base, method, path, body=None):
@@ -34,6 +51,8 @@ def call(base, method, path, body=None):
 
 def main():
     url = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8000/"
+    if not url.startswith("http"):
+        url = serve(url)
     png = sys.argv[2] if len(sys.argv) > 2 else None
     args = ["--headless=new", "--no-sandbox", "--window-size=1000,560",
             "--disable-background-networking", "--disable-component-update",
