@@ -1,9 +1,8 @@
 //! The core paths in a real browser: the library compiled to wasm32, run on the page's
 //! WebGPU adapter, checked against the CPU reference compiled into the same module.
 //!
-//! Run with (see .ci/run):
-//! `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
-//!  cargo test --target wasm32-unknown-unknown --no-default-features --test web`.
+//! Run with `cargo test --target wasm32-unknown-unknown --no-default-features --test web`
+//! (.cargo/config.toml names the runner; ChromeDriver must be on PATH or in $CHROMEDRIVER).
 //! Headless Chromium gives WebGPU on its SwiftShader adapter (subgroup size 4, no
 //! `shader-f16`) only with `--enable-unsafe-webgpu`, which `webdriver.json` passes.
 
@@ -120,6 +119,13 @@ async fn the_adapter_is_the_browsers_webgpu() {
         ctx.adapter_info().backend,
         wgpu::Backend::BrowserWebGpu,
         "the context must run on the browser's WebGPU"
+    );
+    let listed = wgpu_attention::enumerate_adapters().await;
+    assert!(
+        listed
+            .iter()
+            .any(|a| a.backend == wgpu::Backend::BrowserWebGpu),
+        "enumerate_adapters lists no WebGPU adapter: {listed:?}"
     );
 }
 
