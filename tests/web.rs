@@ -56,6 +56,7 @@ async fn ctx() -> Rc<GpuContext> {
 /// A device tensor filled with NaN, so an element a kernel never writes fails the check.
 fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> GpuTensor {
     GpuTensor::from_array(ctx, ArrayD::from_elem(IxDyn(shape), f32::NAN).view())
+        .unwrap_or_else(|e| panic!("allocating a {shape:?} output: {e}"))
 }
 
 /// Runs `opts` on the GPU into NaN-filled outputs and checks out, weights and lse
@@ -73,7 +74,10 @@ async fn check(
         ..opts
     };
     let ctx = ctx().await;
-    let upload = |a: &Array4<f32>| GpuTensor::from_array(&ctx, a.view().into_dyn());
+    let upload = |a: &Array4<f32>| {
+        GpuTensor::from_array(&ctx, a.view().into_dyn())
+            .unwrap_or_else(|e| panic!("{what}: uploading {:?}: {e}", a.shape()))
+    };
     let (qs, vs) = (q.shape(), v.shape());
     let (b, h, lq, lk) = (qs[0], qs[1], qs[2], k.shape()[2]);
     let outputs = GpuOutputs {

@@ -101,6 +101,7 @@ pub fn filled<D: Dimension>(shape: D, value: f32) -> Array<f32, D> {
 
 /// Runs the GPU path with every output pre-filled with NaN, so an element the kernels
 /// never write fails the comparison. Always asks for weights (when `with_weights`) and lse.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn gpu_nan_prefilled(
     q: &Array4<f32>,
     k: &Array4<f32>,
@@ -111,6 +112,7 @@ pub fn gpu_nan_prefilled(
 }
 
 /// [`gpu_nan_prefilled`] on a given context.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn gpu_nan_prefilled_on(
     ctx: &GpuContext,
     q: &Array4<f32>,
@@ -144,6 +146,7 @@ pub fn gpu_nan_prefilled_on(
 }
 
 /// Compares every output the options asked for, GPU against CPU, at the f32 bound.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn check_against_reference(
     what: &str,
     q: &Array4<f32>,
@@ -155,6 +158,7 @@ pub fn check_against_reference(
 }
 
 /// [`check_against_reference`] on a given context.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn check_against_reference_on(
     ctx: &GpuContext,
     what: &str,
