@@ -6,11 +6,12 @@ use ndarray::{ArrayView4, Ix3, Ix4};
 use crate::error::{AttentionError, Result};
 use crate::gpu::buffers;
 use crate::gpu::context::GpuContext;
+use crate::gpu::f16;
+use crate::gpu::forward::{self, CallInputs, Elem};
 use crate::gpu::readback::read_ranges;
 use crate::gpu::scopes::ErrorScopes;
-use crate::gpu::staged::{self, ForwardInputs, ForwardOutputs};
+use crate::gpu::staged::ForwardOutputs;
 use crate::gpu::tensor::{to_array, GpuTensor};
-use crate::gpu::upload;
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::output::AttentionOutput;
 use crate::problem::{validate, MaskKind, Problem};
@@ -56,6 +57,23 @@ impl GpuOutputs {
         })
     }
 
+    /// The output buffers a forward writes, for the outputs `p` requests.
+    pub(crate) fn forward(&self, p: &Problem) -> ForwardOutputs<'_> {
+        ForwardOutputs {
+            out: self.out.buffer(),
+            lse: self
+                .lse
+                .as_ref()
+                .filter(|_| p.return_lse)
+                .map(|t| t.buffer()),
+            weights: self
+                .weights
+                .as_ref()
+                .filter(|_| p.return_weights)
+                .map(|t| (t.buffer(), 0)),
+        }
+    }
+
     /// Reads every output back to the host with one mapping.
     ///
     /// # Errors
@@ -92,23 +110,13 @@ fn into4(a: ndarray::ArrayD<f32>) -> Result<ndarray::Array4<f32>> {
     a.into_dimensionality::<Ix4>().map_err(shape_bug)
 }
 
-/// Checks what the GPU paths support beyond [`validate`].
-fn check_gpu_options(p: &Problem, opts: &AttentionOptions<'_>) -> Result<()> {
-    if opts.precision == Precision::F16 {
-        return Err(AttentionError::Unsupported(
-            "precision f16: not available on this build's kernels".into(),
-        ));
-    }
-    match opts.path {
-        KernelPath::Auto | KernelPath::Staged => Ok(()),
-        other => Err(AttentionError::option(
-            "path",
-            format!(
-                "{other:?} is not available in this build (shape {:?})",
-                [p.batch, p.heads_q, p.len_q, p.len_k, p.dim]
-            ),
-        )),
-    }
+/// Checks what the GPU paths support beyond [`validate`] and picks the path.
+fn check_gpu_options(
+    ctx: &GpuContext,
+    p: &Problem,
+    opts: &AttentionOptions<'_>,
+) -> Result<KernelPath> {
+    forward::route(ctx, p, opts)
 }
 
 fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
@@ -212,7 +220,7 @@ pub async fn attention_gpu_into_async(
     outputs: &GpuOutputs,
 ) -> Result<()> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
-    check_gpu_options(&p, opts)?;
+    let path = check_gpu_options(ctx, &p, opts)?;
     check_device_sizes(ctx, &p)?;
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
     check_tensor("out", &outputs.out, &[b, h, lq, p.dim_v])?;
@@ -229,39 +237,42 @@ pub async fn attention_gpu_into_async(
         check_tensor("lse", l, &[b, h, lq])?;
     }
     check_no_alias(q, k, v, outputs, &p)?;
+    let inputs = CallInputs {
+        q: q.buffer(),
+        k: k.buffer(),
+        v: v.buffer(),
+        elem: Elem::F32,
+    };
+    run_into(ctx, &p, path, opts, &inputs, outputs).await?;
+    Ok(())
+}
+
+/// Records and submits one call inside error scopes. Returns the device bytes it
+/// allocated beyond inputs and outputs.
+pub(crate) async fn run_into(
+    ctx: &GpuContext,
+    p: &Problem,
+    path: KernelPath,
+    opts: &AttentionOptions<'_>,
+    inputs: &CallInputs<'_>,
+    outputs: &GpuOutputs,
+) -> Result<u64> {
     ctx.check_alive()?;
     let scopes = ErrorScopes::push(ctx);
-    let mask = upload::mask(ctx, opts)?;
-    let kv_lens = upload::kv_lens(ctx, opts)?;
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    staged::record(
+    let scratch = forward::encode(
         ctx,
         &mut encoder,
-        &p,
-        &ForwardInputs {
-            q: q.buffer(),
-            k: k.buffer(),
-            v: v.buffer(),
-            mask: mask.as_ref(),
-            kv_lens: kv_lens.as_ref(),
-        },
-        &ForwardOutputs {
-            out: outputs.out.buffer(),
-            lse: outputs
-                .lse
-                .as_ref()
-                .filter(|_| p.return_lse)
-                .map(|t| t.buffer()),
-            weights: outputs
-                .weights
-                .as_ref()
-                .filter(|_| p.return_weights)
-                .map(|t| (t.buffer(), 0)),
-        },
+        p,
+        path,
+        opts,
+        inputs,
+        &outputs.forward(p),
     )
     .await?;
     ctx.queue.submit([encoder.finish()]);
-    scopes.pop(ctx, "running attention").await
+    scopes.pop(ctx, "running attention").await?;
+    Ok(scratch)
 }
 
 /// Runs attention on device tensors and returns new device outputs.
@@ -295,8 +306,23 @@ pub async fn attention_async(
     opts: &AttentionOptions<'_>,
 ) -> Result<AttentionOutput> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
-    check_gpu_options(&p, opts)?;
+    let path = check_gpu_options(ctx, &p, opts)?;
     check_device_sizes(ctx, &p)?;
+    if opts.precision == Precision::F16 {
+        // Uploaded as f16 directly: half the transfer, no conversion pass.
+        let qb = f16::upload(ctx, "q", q.into_dyn())?;
+        let kb = f16::upload(ctx, "k", k.into_dyn())?;
+        let vb = f16::upload(ctx, "v", v.into_dyn())?;
+        let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
+        let inputs = CallInputs {
+            q: &qb,
+            k: &kb,
+            v: &vb,
+            elem: Elem::F16,
+        };
+        run_into(ctx, &p, path, opts, &inputs, &outputs).await?;
+        return outputs.read_async(ctx).await;
+    }
     let qt = GpuTensor::upload(ctx, "q", q.into_dyn())?;
     let kt = GpuTensor::upload(ctx, "k", k.into_dyn())?;
     let vt = GpuTensor::upload(ctx, "v", v.into_dyn())?;

@@ -35,6 +35,8 @@
 //! or from an application's own device ([`GpuContext::from_device`]).
 
 mod api;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod bench;
 mod error;
 mod gpu;
 mod options;

@@ -48,22 +48,28 @@ pub enum Precision {
     /// f32 storage. The default.
     #[default]
     F32,
-    /// f16 storage for q, k, v (needs the adapter's `shader-f16`).
+    /// f16 storage for q, k, v (needs the adapter's `shader-f16`), on the fused and
+    /// decode paths; outputs stay f32. Host arrays are uploaded as f16; f32 device
+    /// tensors are converted on the device first.
     F16,
 }
 
 /// Which GPU kernels run the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelPath {
-    /// Pick automatically. The default.
+    /// Pick automatically. The default: [`KernelPath::Staged`] when weights are
+    /// requested; [`KernelPath::Decode`] for at most 16 queries against at least 1024
+    /// keys; otherwise [`KernelPath::Fused`], or `Staged` when D or Dv exceeds 256.
     #[default]
     Auto,
     /// Three kernels: Q·Kᵀ, fused scale+mask+softmax, weights·V. Always available;
     /// the only path that can return attention weights.
     Staged,
-    /// One fused flash-attention kernel (online softmax, no score matrix).
+    /// One fused flash-attention kernel (online softmax, no score matrix; device memory
+    /// O(B·H·L·D)). D and Dv up to 256; no weights.
     Fused,
-    /// Split-KV decoding for short queries against long key sequences.
+    /// Split-KV decoding for short queries against long key sequences: key ranges in
+    /// parallel, then a combine pass. D and Dv up to 256; no weights.
     Decode,
 }
 

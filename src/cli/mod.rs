@@ -2,6 +2,7 @@
 //! subcommands, and the mapping of errors to exit codes.
 
 mod args;
+mod bench;
 mod demo;
 mod exit;
 mod info;
@@ -24,6 +25,7 @@ pub fn main() -> ExitCode {
         None => demo::run(),
         Some(Command::Info) => info::run(),
         Some(Command::Run(args)) => run::run(args),
+        Some(Command::Bench(args)) => bench::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

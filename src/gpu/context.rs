@@ -25,6 +25,8 @@ pub struct GpuContext {
     /// How long a readback may wait for the device (see `with_wait_timeout`).
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) wait_timeout: Option<Duration>,
+    /// Kernel configurations chosen by timing, per shape class.
+    pub(crate) tuning: crate::gpu::tune::TuneCache,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -150,6 +152,7 @@ impl GpuContext {
             lost,
             binding_cap: None,
             wait_timeout: None,
+            tuning: Default::default(),
         }
     }
 

@@ -1,8 +1,13 @@
 //! Everything that touches wgpu.
 
+pub(crate) mod budget;
 pub(crate) mod buffers;
 pub(crate) mod context;
+pub(crate) mod decode;
 pub(crate) mod dispatch;
+pub(crate) mod f16;
+pub(crate) mod forward;
+pub(crate) mod fused;
 pub(crate) mod hooks;
 pub(crate) mod kernels;
 pub(crate) mod params;
@@ -13,4 +18,6 @@ pub(crate) mod scopes;
 pub mod source;
 pub(crate) mod staged;
 pub(crate) mod tensor;
+pub(crate) mod timer;
+pub(crate) mod tune;
 pub(crate) mod upload;

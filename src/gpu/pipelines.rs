@@ -22,6 +22,9 @@ pub(crate) struct KernelSpec {
     pub name: &'static str,
     pub source: &'static str,
     pub bindings: &'static [Binding],
+    /// The kernel proves its own bounds and writes workgroup memory before reading it:
+    /// built without runtime bounds checks and without zeroing workgroup memory.
+    pub trusted: bool,
 }
 
 /// A cache key: the kernel and the bit patterns of its override constants.
@@ -102,10 +105,24 @@ impl GpuContext {
             label: Some(spec.name),
             entries: &entries,
         });
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        let descriptor = wgpu::ShaderModuleDescriptor {
             label: Some(spec.name),
             source: wgpu::ShaderSource::Wgsl(spec.source.into()),
-        });
+        };
+        let module = if spec.trusted {
+            // SAFETY: trusted kernels guard every buffer, workgroup and private-array index
+            // against the bound it must stay under (each guard is commented in the WGSL),
+            // every loop is bounded by the problem's sizes, and every divisor is a tile
+            // size or a validated nonzero size.
+            unsafe {
+                device.create_shader_module_trusted(
+                    descriptor,
+                    wgpu::ShaderRuntimeChecks::unchecked(),
+                )
+            }
+        } else {
+            device.create_shader_module(descriptor)
+        };
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(spec.name),
             bind_group_layouts: &[Some(&layout)],
@@ -118,7 +135,7 @@ impl GpuContext {
             entry_point: Some("main"),
             compilation_options: wgpu::PipelineCompilationOptions {
                 constants,
-                zero_initialize_workgroup_memory: true,
+                zero_initialize_workgroup_memory: !spec.trusted,
             },
             cache: None,
         });

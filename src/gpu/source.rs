@@ -1,5 +1,7 @@
 //! WGSL sources. Each kernel is its own file, preceded by the shared prelude
 //! (`common.wgsl`) and, for kernels that mask, the masking rule (`masking.wgsl`).
+//! Kernels that read q, k and v in either precision start with an element-type prelude
+//! (`elem_f32.wgsl` or `elem_f16.wgsl`) that names their storage type `elem`.
 
 pub(crate) const QK: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
@@ -17,5 +19,35 @@ pub(crate) const PV: &str = concat!(
     include_str!("../../shaders/pv.wgsl")
 );
 
-/// Every kernel's full source with its name, for validation without a GPU.
-pub const ALL: &[(&str, &str)] = &[("qk", QK), ("softmax", SOFTMAX), ("pv", PV)];
+pub(crate) const FUSED: &str = concat!(
+    include_str!("../../shaders/elem_f32.wgsl"),
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/masking.wgsl"),
+    include_str!("../../shaders/fused.wgsl")
+);
+
+pub(crate) const FUSED_F16: &str = concat!(
+    include_str!("../../shaders/elem_f16.wgsl"),
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/masking.wgsl"),
+    include_str!("../../shaders/fused.wgsl")
+);
+
+/// Every kernel's full source with its name, for validation without a GPU. The f16
+/// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`).
+pub const ALL: &[(&str, &str)] = &[
+    ("qk", QK),
+    ("softmax", SOFTMAX),
+    ("pv", PV),
+    ("fused", FUSED),
+    ("fused_f16", FUSED_F16),
+    ("combine", COMBINE),
+    ("to_f16", TO_F16),
+];
+
+pub(crate) const COMBINE: &str = concat!(
+    include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/combine.wgsl")
+);
+
+pub(crate) const TO_F16: &str = include_str!("../../shaders/to_f16.wgsl");

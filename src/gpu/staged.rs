@@ -66,7 +66,8 @@ pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> Result<(wgpu
     Ok((buffer, stride))
 }
 
-/// Records the staged forward of `p` into `encoder`.
+/// Records the staged forward of `p` into `encoder`. Returns the device bytes it
+/// allocated beyond inputs and outputs (the score scratch, parameters, stand-ins).
 ///
 /// # Errors
 /// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
@@ -77,7 +78,7 @@ pub(crate) async fn record(
     p: &Problem,
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
-) -> Result<()> {
+) -> Result<u64> {
     let chunks = plan(p, &limits(ctx))?;
     let qk_pipe = ctx.pipeline(&qk::SPEC, &[]).await?;
     let softmax_pipe = ctx.pipeline(&softmax::SPEC, &[]).await?;
@@ -187,7 +188,7 @@ pub(crate) async fn record(
             );
         }
     }
-    Ok(())
+    Ok(scores.size() + params.size() + unused_read.size() + unused_write.size())
 }
 
 /// Byte offset of a chunk's first weight row in the full `(B, Hq, Lq, Lk)` weights.

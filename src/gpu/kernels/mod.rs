@@ -1,5 +1,8 @@
 //! One launcher per WGSL kernel: its binding layout and its dispatch size.
 
+pub(crate) mod cast;
+pub(crate) mod decode;
+pub(crate) mod fused;
 pub(crate) mod pv;
 pub(crate) mod qk;
 pub(crate) mod softmax;

@@ -15,6 +15,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::Read,
         Binding::ReadWrite,
     ],
+    trusted: false,
 };
 
 /// One workgroup per score row.

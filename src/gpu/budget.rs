@@ -1,0 +1,133 @@
+//! How many keys one workgroup of the fused kernel may loop over on this adapter.
+//!
+//! Some software drivers cap the loop iterations one invocation may run in total
+//! (llvmpipe, behind lavapipe, stops every loop once a shared counter of 65,535 back
+//! edges runs out), silently truncating a long key loop. On CPU adapters each fused
+//! configuration is therefore probed once: one query row against many zero keys, whose
+//! log-sum-exp is ln(keys actually visited). Where the loop was cut short, launches keep
+//! every workgroup's key range to half of what the probe visited (the masked path runs
+//! more iterations per tile than the probe's) and merge the ranges like split-KV
+//! decoding. Hardware adapters are not probed.
+
+use crate::error::Result;
+use crate::gpu::context::GpuContext;
+use crate::gpu::forward::Elem;
+use crate::gpu::kernels::fused::FusedConfig;
+use crate::problem::Problem;
+
+/// What a budget depends on: the pipeline (configuration, head dims, storage type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct BudgetKey {
+    cfg: FusedConfig,
+    elem: Elem,
+    dim: usize,
+    dim_v: usize,
+}
+
+/// Keys the probe offers: more than any problem is likely to loop over per workgroup.
+const PROBE_KEYS: u64 = 1 << 17;
+
+/// Keys one workgroup of `cfg` may visit for `p`, or `None` when the adapter showed no
+/// limit.
+///
+/// # Errors
+/// Device errors while probing.
+pub(crate) async fn key_budget(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    cfg: FusedConfig,
+) -> Result<Option<u64>> {
+    if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+        return Ok(None);
+    }
+    let key = BudgetKey {
+        cfg,
+        elem,
+        dim: p.dim,
+        dim_v: p.dim_v,
+    };
+    if let Some(b) = ctx.tuning.budget(&key) {
+        return Ok(b);
+    }
+    let budget = probe::run(ctx, p, elem, cfg).await?;
+    ctx.tuning.remember_budget(key, budget);
+    Ok(budget)
+}
+
+mod probe {
+    use super::*;
+    use crate::gpu::buffers;
+    use crate::gpu::fused;
+    use crate::gpu::readback::read_ranges;
+    use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+    use crate::options::AttentionOptions;
+    use crate::problem::validate;
+
+    fn zeros(ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer> {
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        buffers::empty(ctx, "wgpu-attention loop probe", bytes, usage)
+    }
+
+    pub(super) async fn run(
+        ctx: &GpuContext,
+        p: &Problem,
+        elem: Elem,
+        cfg: FusedConfig,
+    ) -> Result<Option<u64>> {
+        let row_bytes = p.dim.max(p.dim_v) as u64 * elem.bytes();
+        let keys = u64::from(cfg.keys);
+        let offered = (ctx.max_binding() / row_bytes / keys * keys).min(PROBE_KEYS);
+        let opts = AttentionOptions {
+            return_lse: true,
+            ..Default::default()
+        };
+        let n = offered as usize;
+        let pp = validate(
+            &[1, 1, 1, p.dim],
+            &[1, 1, n, p.dim],
+            &[1, 1, n, p.dim_v],
+            &opts,
+        )?;
+        let q = zeros(ctx, p.dim as u64 * elem.bytes())?;
+        let k = zeros(ctx, offered * p.dim as u64 * elem.bytes())?;
+        let v = zeros(ctx, offered * p.dim_v as u64 * elem.bytes())?;
+        let out = zeros(ctx, p.dim_v as u64 * 4)?;
+        let lse = zeros(ctx, 4)?;
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        fused::record_direct(
+            ctx,
+            &mut encoder,
+            &pp,
+            elem,
+            cfg,
+            &ForwardInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+                mask: None,
+                kv_lens: None,
+            },
+            &ForwardOutputs {
+                out: &out,
+                lse: Some(&lse),
+                weights: None,
+            },
+        )
+        .await?;
+        ctx.queue.submit([encoder.finish()]);
+        let read = read_ranges(ctx, &[(&lse, 0, 4)]).await?;
+        let lse = read.first().and_then(|v| v.first()).copied().unwrap_or(0.0);
+        // Every logit is 0, so lse = ln(keys visited).
+        let visited = f64::from(lse).exp();
+        if visited.is_finite() && visited >= offered as f64 * 0.99 {
+            return Ok(None);
+        }
+        let half = if visited.is_finite() {
+            visited / 2.0
+        } else {
+            0.0
+        };
+        Ok(Some(((half as u64) / keys * keys).max(keys)))
+    }
+}

@@ -1,0 +1,154 @@
+//! The split-KV decode forward: per chunk, the fused kernel writes partials for key
+//! ranges in parallel, then one combine dispatch merges them. Recorded into one encoder;
+//! the caller submits.
+
+use crate::error::Result;
+use crate::gpu::budget::key_budget;
+use crate::gpu::buffers;
+use crate::gpu::context::GpuContext;
+use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::forward::Elem;
+use crate::gpu::fused::{limits, spec, split_buffer};
+use crate::gpu::kernels::decode::{self, DecodeConfig};
+use crate::gpu::kernels::fused::{self, SplitParams};
+use crate::gpu::params::Params;
+use crate::gpu::plan::plan;
+use crate::gpu::staged::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
+use crate::problem::Problem;
+
+/// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
+const PARTIALS_BUDGET: u64 = 32 << 20;
+
+/// Records the decode forward of `p` with configuration `cfg` into `encoder`. Returns
+/// the device bytes it allocated beyond inputs and outputs (partials, parameters).
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] when the problem or its partials cannot be split
+/// to fit, or a device error building a pipeline or probing the adapter.
+pub(crate) async fn record(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
+    elem: Elem,
+    cfg: DecodeConfig,
+    inputs: &ForwardInputs<'_>,
+    outputs: &ForwardOutputs<'_>,
+) -> Result<u64> {
+    let budget = key_budget(ctx, p, elem, cfg.kernel).await?;
+    record_split(ctx, encoder, p, elem, cfg, budget, inputs, outputs).await
+}
+
+/// As [`record`], with each workgroup's keys capped at `budget`.
+///
+/// # Errors
+/// As [`record`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn record_split(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
+    elem: Elem,
+    cfg: DecodeConfig,
+    budget: Option<u64>,
+    inputs: &ForwardInputs<'_>,
+    outputs: &ForwardOutputs<'_>,
+) -> Result<u64> {
+    // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
+    // bounds rows x Lk x 4 bytes, so express the bound in those units.
+    let most_splits = decode::most_splits(p, &cfg, budget);
+    let row_bytes = most_splits * (p.dim_v as u64 + 2) * 4;
+    let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
+    let mut lim = limits(ctx, elem);
+    lim.max_scores = Some(rows * p.len_k as u64 * 4);
+    let chunks = plan(p, &lim)?;
+    let pipe = ctx
+        .pipeline(spec(elem), &cfg.kernel.constants(p, true))
+        .await?;
+    let combine = ctx
+        .pipeline(&decode::COMBINE_SPEC, &decode::combine_constants(p))
+        .await?;
+    let max_binding = ctx.max_binding();
+    let mut layouts = Vec::with_capacity(chunks.len());
+    let mut scratch_elems = 1;
+    for c in &chunks {
+        let layout = fused::layout(p, &cfg.kernel, c);
+        let mut s = decode::split(p, c, layout, &cfg, budget, max_binding)?;
+        let (outs, pairs) = decode::partial_elems(p, c, &s);
+        s.ml_base = outs as u32;
+        scratch_elems = scratch_elems.max(outs + pairs);
+        layouts.push(s);
+    }
+    let partials = buffers::empty(
+        ctx,
+        "wgpu-attention decode partials",
+        scratch_elems * 4,
+        wgpu::BufferUsages::STORAGE,
+    )?;
+    // Separate stand-ins: one buffer may not be bound read-only and writable at once.
+    let unused_read = placeholder(ctx)?;
+    let unused_write = placeholder(ctx)?;
+    let all_params: Vec<Params> = chunks
+        .iter()
+        .map(|c| Params::new(p, c, outputs.lse.is_some()))
+        .collect();
+    let (params, stride) = params_buffer(ctx, &all_params)?;
+    let (splits, split_stride) = split_buffer(ctx, &layouts)?;
+    let params_size = std::mem::size_of::<Params>() as u64;
+    let split_size = std::mem::size_of::<SplitParams>() as u64;
+
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some("wgpu-attention decode"),
+        timestamp_writes: None,
+    });
+    for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
+        let (outs, pairs) = decode::partial_elems(p, chunk, layout);
+        let partial_bytes = (outs + pairs) * 4;
+        let params_range = || range(&params, n as u64 * stride, params_size);
+        let split_range = || range(&splits, n as u64 * split_stride, split_size);
+        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
+            (Some(m), Some(w)) => (m, w.offset, w.size),
+            _ => (&unused_read, 0, 4),
+        };
+        let group = bind_group(
+            ctx,
+            "decode",
+            &pipe.layout,
+            vec![
+                params_range(),
+                range(inputs.q, chunk.q.offset, chunk.q.size),
+                range(inputs.k, chunk.k.offset, chunk.k.size),
+                range(inputs.v, chunk.v.offset, chunk.v.size),
+                range(mask_buf, mask_off, mask_size),
+                inputs.kv_lens.unwrap_or(&unused_read).as_entire_binding(),
+                range(&partials, 0, partial_bytes),
+                range(&unused_write, 0, 4),
+                split_range(),
+            ],
+        );
+        let (lse_buf, lse_off, lse_size) = match outputs.lse {
+            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
+            None => (&unused_write, 0, 4),
+        };
+        let combine_group = bind_group(
+            ctx,
+            "combine",
+            &combine.layout,
+            vec![
+                params_range(),
+                range(&partials, 0, partial_bytes),
+                range(outputs.out, chunk.out.offset, chunk.out.size),
+                range(lse_buf, lse_off, lse_size),
+                split_range(),
+            ],
+        );
+        let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
+        pass.set_pipeline(&pipe.pipeline);
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+        let (x, y) = grid(ctx, decode::combine_workgroups(chunk), "q")?;
+        pass.set_pipeline(&combine.pipeline);
+        pass.set_bind_group(0, &combine_group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+    Ok(partials.size() + params.size() + splits.size() + unused_read.size() + unused_write.size())
+}

@@ -1,0 +1,154 @@
+//! The fused forward: one flash-attention dispatch per chunk, no score matrix. Recorded
+//! into one encoder; the caller submits.
+
+use crate::error::Result;
+use crate::gpu::budget::key_budget;
+use crate::gpu::buffers;
+use crate::gpu::context::GpuContext;
+use crate::gpu::decode;
+use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::forward::Elem;
+use crate::gpu::kernels::decode::DecodeConfig;
+use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
+use crate::gpu::params::Params;
+use crate::gpu::plan::{plan, PlanLimits};
+use crate::gpu::staged::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
+use crate::problem::Problem;
+
+/// The plan limits of the fused and decode paths: bindings only, no score scratch.
+pub(crate) fn limits(ctx: &GpuContext, elem: Elem) -> PlanLimits {
+    PlanLimits {
+        max_binding: ctx.max_binding(),
+        offset_alignment: u64::from(ctx.limits.min_storage_buffer_offset_alignment),
+        input_elem_bytes: elem.bytes(),
+        max_scores: None,
+    }
+}
+
+/// The kernel for q, k and v stored as `elem`.
+pub(crate) fn spec(elem: Elem) -> &'static crate::gpu::pipelines::KernelSpec {
+    match elem {
+        Elem::F32 => &fused::SPEC,
+        Elem::F16 => &fused::SPEC_F16,
+    }
+}
+
+/// One uniform buffer holding every chunk's split parameters at aligned offsets.
+///
+/// # Errors
+/// [`crate::AttentionError::Device`] when the device is lost or the allocation fails.
+pub(crate) fn split_buffer(
+    ctx: &GpuContext,
+    splits: &[SplitParams],
+) -> Result<(wgpu::Buffer, u64)> {
+    let size = std::mem::size_of::<SplitParams>();
+    let stride =
+        (size as u64).next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
+    let mut bytes = vec![0u8; stride as usize * splits.len().max(1)];
+    for (chunk, s) in bytes.chunks_mut(stride as usize).zip(splits) {
+        chunk[..size].copy_from_slice(bytemuck::bytes_of(s));
+    }
+    let buffer = buffers::with_contents(
+        ctx,
+        "wgpu-attention splits",
+        &bytes,
+        wgpu::BufferUsages::UNIFORM,
+    )?;
+    Ok((buffer, stride))
+}
+
+/// Records the fused forward of `p` with configuration `cfg` into `encoder`: one pass,
+/// or, where the adapter limits how many keys one workgroup may loop over (see
+/// `budget.rs`), key ranges merged like split-KV decoding. Returns the device bytes it
+/// allocated beyond inputs and outputs.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+/// device error building a pipeline or probing the adapter.
+pub(crate) async fn record(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
+    elem: Elem,
+    cfg: FusedConfig,
+    inputs: &ForwardInputs<'_>,
+    outputs: &ForwardOutputs<'_>,
+) -> Result<u64> {
+    let budget = key_budget(ctx, p, elem, cfg).await?;
+    if budget.is_some_and(|b| p.len_k as u64 > b) {
+        let split = DecodeConfig {
+            kernel: cfg,
+            workgroups: 1,
+        };
+        return decode::record_split(ctx, encoder, p, elem, split, budget, inputs, outputs).await;
+    }
+    record_direct(ctx, encoder, p, elem, cfg, inputs, outputs).await
+}
+
+/// Records the fused forward in one pass per chunk, each workgroup looping over every key
+/// its rows may attend. Returns the device bytes it allocated beyond inputs and outputs
+/// (parameters and stand-ins).
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+/// device error building the pipeline.
+pub(crate) async fn record_direct(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    p: &Problem,
+    elem: Elem,
+    cfg: FusedConfig,
+    inputs: &ForwardInputs<'_>,
+    outputs: &ForwardOutputs<'_>,
+) -> Result<u64> {
+    let chunks = plan(p, &limits(ctx, elem))?;
+    let pipe = ctx.pipeline(spec(elem), &cfg.constants(p, false)).await?;
+    // Separate stand-ins: one buffer may not be bound read-only and writable at once.
+    let unused_read = placeholder(ctx)?;
+    let unused_write = placeholder(ctx)?;
+    let all_params: Vec<Params> = chunks
+        .iter()
+        .map(|c| Params::new(p, c, outputs.lse.is_some()))
+        .collect();
+    let (params, stride) = params_buffer(ctx, &all_params)?;
+    let layouts: Vec<SplitParams> = chunks.iter().map(|c| fused::layout(p, &cfg, c)).collect();
+    let (splits, split_stride) = split_buffer(ctx, &layouts)?;
+    let params_size = std::mem::size_of::<Params>() as u64;
+    let split_size = std::mem::size_of::<SplitParams>() as u64;
+
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some("wgpu-attention fused"),
+        timestamp_writes: None,
+    });
+    pass.set_pipeline(&pipe.pipeline);
+    for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
+        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
+            (Some(m), Some(w)) => (m, w.offset, w.size),
+            _ => (&unused_read, 0, 4),
+        };
+        let (lse_buf, lse_off, lse_size) = match outputs.lse {
+            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
+            None => (&unused_write, 0, 4),
+        };
+        let group = bind_group(
+            ctx,
+            "fused",
+            &pipe.layout,
+            vec![
+                range(&params, n as u64 * stride, params_size),
+                range(inputs.q, chunk.q.offset, chunk.q.size),
+                range(inputs.k, chunk.k.offset, chunk.k.size),
+                range(inputs.v, chunk.v.offset, chunk.v.size),
+                range(mask_buf, mask_off, mask_size),
+                inputs.kv_lens.unwrap_or(&unused_read).as_entire_binding(),
+                range(outputs.out, chunk.out.offset, chunk.out.size),
+                range(lse_buf, lse_off, lse_size),
+                range(&splits, n as u64 * split_stride, split_size),
+            ],
+        );
+        let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
+        pass.set_bind_group(0, &group, &[]);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+    Ok(params.size() + splits.size() + unused_read.size() + unused_write.size())
+}

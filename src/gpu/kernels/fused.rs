@@ -1,0 +1,169 @@
+//! Launcher for `shaders/fused.wgsl`: the one-pass flash-attention kernel, also the first
+//! pass of split-KV decoding. Its variants are override constants (tile sizes, head
+//! dims, partial output), never edits of the source.
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::context::GpuContext;
+use crate::gpu::pipelines::{Binding, KernelSpec};
+use crate::gpu::plan::Chunk;
+use crate::gpu::source;
+use crate::problem::Problem;
+
+const BINDINGS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::Read,      // q
+    Binding::Read,      // k
+    Binding::Read,      // v
+    Binding::Read,      // mask
+    Binding::Read,      // kv_lens
+    Binding::ReadWrite, // out, or the partials
+    Binding::ReadWrite, // lse
+    Binding::Uniform,   // split
+];
+
+/// Bindings: params, q, k, v, mask, kv_lens, out (or partials), lse, split.
+pub(crate) const SPEC: KernelSpec = KernelSpec {
+    name: "fused",
+    source: source::FUSED,
+    bindings: BINDINGS,
+    trusted: true,
+};
+
+/// As [`SPEC`], with q, k and v stored as f16.
+pub(crate) const SPEC_F16: KernelSpec = KernelSpec {
+    name: "fused_f16",
+    source: source::FUSED_F16,
+    bindings: BINDINGS,
+    trusted: true,
+};
+
+/// Must match REG4, SREG and ROWS_MAX in fused.wgsl: the private arrays' sizes (REG4 in
+/// vec4s).
+const REG4: u64 = 64;
+const SREG: u32 = 128;
+const ROWS_MAX: u32 = 8;
+
+/// Largest D and Dv the kernel handles (one row of each lives in private memory).
+pub(crate) const MAX_DIM: usize = 4 * REG4 as usize;
+
+/// Must match the WGSL struct `Split` in fused.wgsl and combine.wgsl.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct SplitParams {
+    pub splits: u32,
+    pub split_len: u32,
+    pub key_lo: u32,
+    pub key_hi: u32,
+    pub kv_first: u32,
+    pub kv_count: u32,
+    pub row_tiles: u32,
+    pub ml_base: u32,
+}
+
+/// One set of override constants: invocations per workgroup, rows per invocation, keys
+/// per K/V tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FusedConfig {
+    pub wg: u32,
+    pub rows: u32,
+    pub keys: u32,
+}
+
+impl FusedConfig {
+    /// Whether this configuration can run `p` on this device: private arrays, workgroup
+    /// memory and workgroup size all within bounds.
+    pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
+        let (d4, dv4) = ((p.dim as u64).div_ceil(4), (p.dim_v as u64).div_ceil(4));
+        let shared = u64::from(self.keys) * (d4 + dv4) * 16 + 16;
+        let l = &ctx.limits;
+        self.rows >= 1
+            && self.rows <= ROWS_MAX
+            && u64::from(self.rows) * d4.max(dv4) <= REG4
+            && self.rows * self.keys <= SREG
+            && self.keys >= 1
+            && self.wg >= 1
+            && self.wg <= l.max_compute_invocations_per_workgroup
+            && self.wg <= l.max_compute_workgroup_size_x
+            && shared <= u64::from(l.max_compute_workgroup_storage_size)
+    }
+
+    /// The override constants for `p`; `partial` for the first pass of decoding.
+    pub(crate) fn constants(&self, p: &Problem, partial: bool) -> Vec<(&'static str, f64)> {
+        vec![
+            ("WG", f64::from(self.wg)),
+            ("ROWS", f64::from(self.rows)),
+            ("KEYS", f64::from(self.keys)),
+            ("HEAD_DIM", p.dim as f64),
+            ("HEAD_DIM_V", p.dim_v as f64),
+            ("PARTIAL", if partial { 1.0 } else { 0.0 }),
+        ]
+    }
+
+    /// Rows one workgroup covers.
+    pub(crate) fn tile_rows(&self) -> u64 {
+        u64::from(self.wg) * u64::from(self.rows)
+    }
+}
+
+/// Checks the sizes the kernel supports.
+///
+/// # Errors
+/// [`AttentionError::InvalidOption`] on `path` when D or Dv exceeds [`MAX_DIM`].
+pub(crate) fn check(p: &Problem, path: &str) -> Result<()> {
+    if p.dim > MAX_DIM || p.dim_v > MAX_DIM {
+        return Err(AttentionError::option(
+            "path",
+            format!(
+                "the {path} kernel supports D and Dv up to {MAX_DIM}, got D {} and Dv {} \
+                 (q [{}, {}, {}, {}]); use KernelPath::Staged or Auto",
+                p.dim, p.dim_v, p.batch, p.heads_q, p.len_q, p.dim
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Flattened K/V head of flattened query head `bh`.
+fn kv_head(p: &Problem, bh: usize) -> u64 {
+    ((bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group()) as u64
+}
+
+/// The launch of one chunk with a single key range: the K/V heads it spans, row tiles per
+/// K/V head, and the keys causal and window leave to some row of the chunk.
+pub(crate) fn layout(p: &Problem, cfg: &FusedConfig, c: &Chunk) -> SplitParams {
+    let kv_first = kv_head(p, c.bh_start);
+    let kv_count = kv_head(p, c.bh_start + c.bh_count - 1) + 1 - kv_first;
+    let rows_per_kv = (p.group().min(c.bh_count) * c.row_count) as u64;
+    let row_tiles = rows_per_kv.div_ceil(cfg.tile_rows());
+    let (first, last) = (c.row_start as i64, (c.row_start + c.row_count - 1) as i64);
+    let (p_first, p_last) = (first + p.pos_offset, last + p.pos_offset);
+    let lk = p.len_k as i64;
+    let mut hi = lk;
+    if p.causal {
+        hi = hi.min(p_last + 1);
+    }
+    if let Some(r) = p.window_right {
+        hi = hi.min(p_last + r + 1);
+    }
+    let keys = i64::from(cfg.keys);
+    // Key ranges start on tile boundaries, so no tile straddles two ranges.
+    let lo = p.window_left.map_or(0, |l| (p_first - l).clamp(0, lk)) / keys * keys;
+    let hi = hi.max(lo);
+    SplitParams {
+        splits: 1,
+        split_len: (((hi - lo) as u64).div_ceil(keys as u64) * keys as u64).max(keys as u64) as u32,
+        key_lo: lo as u32,
+        key_hi: hi as u32,
+        kv_first: kv_first as u32,
+        kv_count: kv_count as u32,
+        row_tiles: row_tiles as u32,
+        ml_base: 0,
+    }
+}
+
+/// Workgroups of a launch: K/V heads x row tiles x key ranges.
+pub(crate) fn workgroups(s: &SplitParams) -> u64 {
+    u64::from(s.kv_count) * u64::from(s.row_tiles) * u64::from(s.splits)
+}

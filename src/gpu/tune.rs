@@ -1,0 +1,491 @@
+//! Choosing override constants per adapter and shape class. With tuning on, the first
+//! time a context meets a class a few candidates that fit the device are timed on a
+//! small proxy of the problem and the fastest is kept in the context. Every candidate
+//! computes the same result; only speed differs.
+//!
+//! Tuning costs a pipeline build per candidate (seconds on software drivers), so it is
+//! off by default: [`GpuContext::set_autotune`] or `WGPU_ATTENTION_TUNE=1` in the
+//! environment turns it on (`wgpu-attention bench` does). Untuned, a class gets the
+//! first fitting candidate from the adapter type's preferred order. On the web tuning
+//! never runs (no blocking clock).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::budget::BudgetKey;
+use crate::gpu::context::GpuContext;
+use crate::gpu::forward::Elem;
+use crate::gpu::kernels::decode::DecodeConfig;
+use crate::gpu::kernels::fused::FusedConfig;
+use crate::problem::Problem;
+
+const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
+    FusedConfig { wg, rows, keys }
+}
+
+/// Prefill candidates, most generally good first. The later, smaller tiles exist for
+/// large head dims on devices with little workgroup memory.
+pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
+    fused(64, 1, 32),
+    fused(32, 2, 32),
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    fused(64, 1, 16),
+    fused(64, 1, 8),
+    fused(32, 1, 4),
+];
+
+const fn decode(wg: u32, keys: u32, workgroups: u32) -> DecodeConfig {
+    DecodeConfig {
+        kernel: fused(wg, 1, keys),
+        workgroups,
+    }
+}
+
+/// Decode candidates: few rows per workgroup (the rows are the query heads of one K/V
+/// head), and how many workgroups to split the keys for.
+pub(crate) const DECODE_CANDIDATES: &[DecodeConfig] = &[
+    decode(32, 32, 256),
+    decode(8, 64, 256),
+    decode(8, 64, 1),
+    decode(32, 32, 32),
+    decode(32, 16, 256),
+    decode(32, 8, 256),
+    decode(32, 4, 256),
+];
+
+/// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
+/// on lavapipe: many rows per invocation (SIMD lanes are rows there, and loads cost
+/// more than arithmetic), and for decoding no key split (few cores to fill).
+const FUSED_CPU_FIRST: &[usize] = &[2, 3];
+const DECODE_CPU_FIRST: &[usize] = &[2];
+
+/// `list` in this adapter's preferred order.
+fn ordered<T: Copy>(ctx: &GpuContext, list: &[T], cpu_first: &[usize]) -> Vec<T> {
+    if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+        return list.to_vec();
+    }
+    let first = cpu_first.iter().filter_map(|&i| list.get(i).copied());
+    let rest = (0..list.len())
+        .filter(|i| !cpu_first.contains(i))
+        .filter_map(|i| list.get(i).copied());
+    first.chain(rest).collect()
+}
+
+/// Candidates timed per class, at most.
+const TIMED: usize = 4;
+
+/// What a tuning decision depends on besides the adapter (a context has one).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ClassKey {
+    decode: bool,
+    elem: Elem,
+    dim: usize,
+    dim_v: usize,
+    group: usize,
+    causal: bool,
+    len_q: u8,
+    len_k: u8,
+}
+
+fn bucket(n: usize) -> u8 {
+    match n {
+        0..=16 => 0,
+        17..=256 => 1,
+        257..=4096 => 2,
+        _ => 3,
+    }
+}
+
+impl ClassKey {
+    fn new(p: &Problem, elem: Elem, decode: bool) -> Self {
+        Self {
+            decode,
+            elem,
+            dim: p.dim,
+            dim_v: p.dim_v,
+            group: p.group().min(16),
+            causal: p.causal,
+            len_q: bucket(p.len_q),
+            len_k: bucket(p.len_k),
+        }
+    }
+}
+
+/// The configurations chosen so far, kept in the context.
+#[derive(Debug)]
+pub(crate) struct TuneCache {
+    off: AtomicBool,
+    fused: Mutex<HashMap<ClassKey, FusedConfig>>,
+    decode: Mutex<HashMap<ClassKey, DecodeConfig>>,
+    budgets: Mutex<HashMap<BudgetKey, Option<u64>>>,
+}
+
+impl TuneCache {
+    /// The key budget probed for `key`, if probed (see `budget.rs`).
+    pub(crate) fn budget(&self, key: &BudgetKey) -> Option<Option<u64>> {
+        self.budgets.lock().ok().and_then(|m| m.get(key).copied())
+    }
+
+    pub(crate) fn remember_budget(&self, key: BudgetKey, budget: Option<u64>) {
+        // A poisoned lock only loses the memo.
+        if let Ok(mut m) = self.budgets.lock() {
+            m.insert(key, budget);
+        }
+    }
+}
+
+impl Default for TuneCache {
+    fn default() -> Self {
+        Self {
+            off: AtomicBool::new(!std::env::var("WGPU_ATTENTION_TUNE").is_ok_and(|v| v == "1")),
+            fused: Mutex::default(),
+            decode: Mutex::default(),
+            budgets: Mutex::default(),
+        }
+    }
+}
+
+impl GpuContext {
+    /// Turns timing of kernel candidates on or off for this context (off by default,
+    /// unless `WGPU_ATTENTION_TUNE=1`). Choices already made are kept; classes met later
+    /// are timed once each.
+    pub fn set_autotune(&self, enabled: bool) {
+        self.tuning.off.store(!enabled, Ordering::Relaxed);
+    }
+}
+
+fn none_fits(kernel: &str, p: &Problem) -> AttentionError {
+    AttentionError::TooLarge {
+        arg: "q",
+        detail: format!(
+            "no {kernel} configuration fits this device's workgroup limits for D {} and Dv {}",
+            p.dim, p.dim_v
+        ),
+    }
+}
+
+fn cached<T: Copy>(map: &Mutex<HashMap<ClassKey, T>>, key: &ClassKey) -> Option<T> {
+    map.lock().ok().and_then(|m| m.get(key).copied())
+}
+
+fn remember<T>(map: &Mutex<HashMap<ClassKey, T>>, key: ClassKey, value: T) {
+    // A poisoned lock only loses the memo; the choice is still returned.
+    if let Ok(mut m) = map.lock() {
+        m.insert(key, value);
+    }
+}
+
+/// The fused configuration for `p` on this context.
+///
+/// # Errors
+/// [`AttentionError::TooLarge`] when no candidate fits the device; device errors while
+/// timing.
+pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<FusedConfig> {
+    let key = ClassKey::new(p, elem, false);
+    if let Some(c) = cached(&ctx.tuning.fused, &key) {
+        return Ok(c);
+    }
+    let fitting: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
+        .into_iter()
+        .filter(|c| c.fits(ctx, p))
+        .take(TIMED)
+        .collect();
+    let first = *fitting.first().ok_or_else(|| none_fits("fused", p))?;
+    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
+        first
+    } else {
+        let index = timing::fastest_index(ctx, p, elem, &fitting, &[]).await?;
+        index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
+    };
+    remember(&ctx.tuning.fused, key, chosen);
+    Ok(chosen)
+}
+
+/// The decode configuration for `p` on this context.
+///
+/// # Errors
+/// As [`fused_config`].
+pub(crate) async fn decode_config(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+) -> Result<DecodeConfig> {
+    let key = ClassKey::new(p, elem, true);
+    if let Some(c) = cached(&ctx.tuning.decode, &key) {
+        return Ok(c);
+    }
+    let fitting: Vec<DecodeConfig> = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
+        .into_iter()
+        .filter(|c| c.kernel.fits(ctx, p))
+        .take(TIMED)
+        .collect();
+    let first = *fitting.first().ok_or_else(|| none_fits("decode", p))?;
+    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
+        first
+    } else {
+        let kernels: Vec<FusedConfig> = fitting.iter().map(|c| c.kernel).collect();
+        let index = timing::fastest_index(ctx, p, elem, &kernels, &fitting).await?;
+        index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
+    };
+    remember(&ctx.tuning.decode, key, chosen);
+    Ok(chosen)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod timing {
+    //! Timing candidates on a proxy problem: the same head dims, group size and masking
+    //! rule, one K/V head, lengths capped so that a run takes milliseconds.
+
+    use std::time::Instant;
+
+    use super::*;
+    use crate::gpu::buffers;
+    use crate::gpu::kernels::decode::DecodeConfig;
+    use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+    use crate::gpu::timer::Timer;
+    use crate::gpu::{decode, fused};
+    use crate::options::{Alignment, AttentionOptions};
+    use crate::problem::validate;
+
+    /// Runs per candidate after one untimed warm-up (which compiles the pipeline).
+    const RUNS: usize = 2;
+
+    fn proxy(p: &Problem, decode: bool) -> Result<Problem> {
+        let g = p.group().min(8);
+        let (lq, lk) = if decode {
+            (p.len_q, p.len_k.min(8192))
+        } else {
+            (p.len_q.min(128), p.len_k.min(512))
+        };
+        let opts = AttentionOptions {
+            causal: p.causal,
+            alignment: if p.pos_offset == 0 {
+                Alignment::TopLeft
+            } else {
+                Alignment::BottomRight
+            },
+            ..Default::default()
+        };
+        validate(
+            &[1, g, lq, p.dim],
+            &[1, 1, lk, p.dim],
+            &[1, 1, lk, p.dim_v],
+            &opts,
+        )
+    }
+
+    fn zeros(ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer> {
+        buffers::empty(
+            ctx,
+            "wgpu-attention tuning",
+            bytes,
+            wgpu::BufferUsages::STORAGE,
+        )
+    }
+
+    /// Submits `encoder` (its timed work between `timer`'s marks) and times it.
+    async fn time_run(
+        ctx: &GpuContext,
+        timer: Option<&Timer>,
+        mut encoder: wgpu::CommandEncoder,
+    ) -> Result<f64> {
+        if let Some(t) = timer {
+            t.stop(&mut encoder);
+        }
+        let started = Instant::now();
+        ctx.queue.submit([encoder.finish()]);
+        ctx.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| AttentionError::Device(format!("waiting for the device: {e}")))?;
+        match timer {
+            Some(t) => t.read_ms(ctx).await,
+            None => Ok(started.elapsed().as_secs_f64() * 1e3),
+        }
+    }
+
+    /// Index of the fastest of `kernels` (decode launches when `decode` is given).
+    pub(super) async fn fastest_index(
+        ctx: &GpuContext,
+        p: &Problem,
+        elem: Elem,
+        kernels: &[FusedConfig],
+        decode_configs: &[DecodeConfig],
+    ) -> Result<Option<usize>> {
+        let is_decode = !decode_configs.is_empty();
+        let pp = proxy(p, is_decode)?;
+        let e = elem.bytes();
+        let q = zeros(ctx, (pp.heads_q * pp.len_q * pp.dim) as u64 * e)?;
+        let k = zeros(ctx, (pp.len_k * pp.dim) as u64 * e)?;
+        let v = zeros(ctx, (pp.len_k * pp.dim_v) as u64 * e)?;
+        let out = zeros(ctx, (pp.heads_q * pp.len_q * pp.dim_v) as u64 * 4)?;
+        let inputs = ForwardInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: None,
+            kv_lens: None,
+        };
+        let outputs = ForwardOutputs {
+            out: &out,
+            lse: None,
+            weights: None,
+        };
+        let timer = Timer::new(ctx)?;
+        let mut best: Option<(f64, usize)> = None;
+        for (i, cfg) in kernels.iter().enumerate() {
+            let mut fastest = f64::INFINITY;
+            for run in 0..=RUNS {
+                let mut enc = ctx.device.create_command_encoder(&Default::default());
+                if let Some(t) = &timer {
+                    t.start(&mut enc);
+                }
+                match decode_configs.get(i) {
+                    Some(d) => {
+                        decode::record(ctx, &mut enc, &pp, elem, *d, &inputs, &outputs).await?
+                    }
+                    None => {
+                        fused::record(ctx, &mut enc, &pp, elem, *cfg, &inputs, &outputs).await?
+                    }
+                };
+                let ms = time_run(ctx, timer.as_ref(), enc).await?;
+                if run > 0 {
+                    fastest = fastest.min(ms);
+                }
+            }
+            if best.is_none_or(|(b, _)| fastest < b) {
+                best = Some((fastest, i));
+            }
+        }
+        Ok(best.map(|(_, i)| i))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+mod timing {
+    //! No blocking clock on the web: the first fitting candidate is used.
+
+    use super::*;
+
+    pub(super) async fn fastest_index(
+        _: &GpuContext,
+        _: &Problem,
+        _: Elem,
+        _: &[FusedConfig],
+        _: &[DecodeConfig],
+    ) -> Result<Option<usize>> {
+        Ok(None)
+    }
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    //! Every candidate the tuner may pick computes the reference's result.
+
+    use ndarray::Array4;
+
+    use super::*;
+    use crate::api::GpuOutputs;
+    use crate::gpu::staged::ForwardInputs;
+    use crate::gpu::tensor::GpuTensor;
+    use crate::gpu::{decode, fused};
+    use crate::options::{Alignment, AttentionOptions};
+    use crate::problem::validate;
+    use crate::reference::attention_cpu;
+
+    fn data(shape: (usize, usize, usize, usize), seed: usize) -> Array4<f32> {
+        Array4::from_shape_fn(shape, |(b, h, i, d)| {
+            let x = (b * 7919 + h * 104_729 + i * 31 + d * 17 + seed * 13) % 97;
+            x as f32 / 48.5 - 1.0
+        })
+    }
+
+    fn run(ctx: &GpuContext, candidate: usize, decode_path: bool, lq: usize, lk: usize, d: usize) {
+        let (q, k, v) = (
+            data((2, 4, lq, d), 1),
+            data((2, 2, lk, d), 2),
+            data((2, 2, lk, d + 3), 3),
+        );
+        let lens = [lk as u32, (lk as u32).div_ceil(2)];
+        let opts = AttentionOptions {
+            causal: true,
+            alignment: Alignment::BottomRight,
+            kv_lens: Some(&lens),
+            return_lse: true,
+            ..Default::default()
+        };
+        let p = validate(q.shape(), k.shape(), v.shape(), &opts).unwrap();
+        let up = |a: &Array4<f32>| GpuTensor::from_array(ctx, a.view().into_dyn()).unwrap();
+        let (qt, kt, vt) = (up(&q), up(&k), up(&v));
+        let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), &opts).unwrap();
+        let kv_lens = crate::gpu::upload::kv_lens(ctx, &opts).unwrap();
+        let inputs = ForwardInputs {
+            q: qt.buffer(),
+            k: kt.buffer(),
+            v: vt.buffer(),
+            mask: None,
+            kv_lens: kv_lens.as_ref(),
+        };
+        let mut enc = ctx.device.create_command_encoder(&Default::default());
+        let recorded = if decode_path {
+            let c = DECODE_CANDIDATES[candidate];
+            pollster::block_on(decode::record(
+                ctx,
+                &mut enc,
+                &p,
+                Elem::F32,
+                c,
+                &inputs,
+                &outputs.forward(&p),
+            ))
+        } else {
+            let c = FUSED_CANDIDATES[candidate];
+            pollster::block_on(fused::record(
+                ctx,
+                &mut enc,
+                &p,
+                Elem::F32,
+                c,
+                &inputs,
+                &outputs.forward(&p),
+            ))
+        };
+        recorded.unwrap();
+        ctx.queue.submit([enc.finish()]);
+        let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
+        let want = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+        for (what, g, w) in [
+            (
+                "out",
+                got.out.iter().collect::<Vec<_>>(),
+                want.out.iter().collect::<Vec<_>>(),
+            ),
+            (
+                "lse",
+                got.lse.as_ref().unwrap().iter().collect(),
+                want.lse.as_ref().unwrap().iter().collect(),
+            ),
+        ] {
+            for (n, (&a, &b)) in g.iter().zip(&w).enumerate() {
+                let ok = a == b || (a - b).abs() <= 2e-5 + 1e-4 * b.abs();
+                assert!(
+                    ok,
+                    "candidate {candidate} (decode {decode_path}) Lq {lq} Lk {lk} D {d}: {what}[{n}] = {a}, want {b}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_candidate_matches_the_reference() {
+        let ctx = GpuContext::new().expect("no GPU adapter");
+        for i in 0..FUSED_CANDIDATES.len() {
+            run(&ctx, i, false, 37, 70, 20);
+        }
+        for i in 0..DECODE_CANDIDATES.len() {
+            run(&ctx, i, true, 3, 300, 20);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Split-KV decoding against the CPU reference: short queries, long keys, grouped-query
+//! heads, every option, and the row rules across key ranges.
+
+mod common;
+mod paths;
+
+use common::*;
+use ndarray::s;
+use paths::*;
+use wgpu_attention::*;
+
+fn decode(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
+    AttentionOptions {
+        path: KernelPath::Decode,
+        return_lse: true,
+        ..extra
+    }
+}
+
+#[test]
+fn one_query_against_many_keys() {
+    for (n, &(lk, d)) in [(1, 8), (17, 1), (1500, 64), (4099, 128), (600, 256)]
+        .iter()
+        .enumerate()
+    {
+        let (q, k, v) = qkv(1100 + n as u64, (2, 8, 2), (1, lk), (d, d));
+        check(
+            &format!("Lk {lk} D {d}"),
+            &q,
+            &k,
+            &v,
+            &decode(Default::default()),
+        );
+    }
+}
+
+#[test]
+fn short_queries_straddling_tile_edges() {
+    for (n, &lq) in [1usize, 2, 15, 16, 17].iter().enumerate() {
+        let (q, k, v) = qkv(1200 + n as u64, (1, 4, 1), (lq, 1100), (16, 8));
+        for alignment in [Alignment::TopLeft, Alignment::BottomRight] {
+            let opts = decode(AttentionOptions {
+                causal: true,
+                alignment,
+                ..Default::default()
+            });
+            check(&format!("Lq {lq} {alignment:?}"), &q, &k, &v, &opts);
+        }
+    }
+}
+
+#[test]
+fn every_option_across_key_ranges() {
+    let (q, k, v) = qkv(1300, (2, 6, 2), (3, 2000), (32, 16));
+    let keep = bool_mask(1301, &[2, 1, 3, 2000], 0.5);
+    let bias = additive_mask(1302, &[3, 2000], 0.3);
+    let lens = [1999u32, 0];
+    let lens_short = [700u32, 1];
+    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+        ("plain", AttentionOptions::default()),
+        (
+            "bool mask 4d broadcast",
+            AttentionOptions {
+                mask: Some(Mask::Bool(keep.view())),
+                ..Default::default()
+            },
+        ),
+        (
+            "additive mask with -inf",
+            AttentionOptions {
+                mask: Some(Mask::Additive(bias.view())),
+                causal: true,
+                alignment: Alignment::BottomRight,
+                ..Default::default()
+            },
+        ),
+        (
+            "kv_lens with an empty batch",
+            AttentionOptions {
+                kv_lens: Some(&lens),
+                ..Default::default()
+            },
+        ),
+        (
+            "kv_lens short, window",
+            AttentionOptions {
+                kv_lens: Some(&lens_short),
+                window: Some(Window::new(300, 10)),
+                alignment: Alignment::BottomRight,
+                ..Default::default()
+            },
+        ),
+        (
+            "scale",
+            AttentionOptions {
+                scale: Some(0.05),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (what, opts) in cases {
+        check(what, &q, &k, &v, &decode(opts));
+    }
+}
+
+#[test]
+fn grouped_heads_and_multi_query() {
+    for (n, &(hq, hkv)) in [(32, 8), (8, 1), (3, 3)].iter().enumerate() {
+        let (q, k, v) = qkv(1400 + n as u64, (1, hq, hkv), (2, 1300), (64, 64));
+        let opts = decode(AttentionOptions {
+            causal: true,
+            alignment: Alignment::BottomRight,
+            ..Default::default()
+        });
+        check(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
+    }
+}
+
+#[test]
+fn row_rules_across_key_ranges() {
+    let (mut q, mut k, mut v) = qkv(1500, (1, 2, 1), (2, 1800), (8, 8));
+    // NaN in head 1's first query: that row is NaN.
+    q[[0, 1, 0, 3]] = f32::NAN;
+    // NaN in a key only the last row (position 1799) sees under bottom-right causal.
+    k[[0, 0, 1799, 0]] = f32::NAN;
+    // NaN and inf in V behind keys a bool mask hides: nothing leaks.
+    v[[0, 0, 10, 1]] = f32::NAN;
+    v[[0, 0, 1200, 2]] = f32::INFINITY;
+    let mut keep = ndarray::Array2::from_elem((2, 1800), true);
+    keep[[0, 10]] = false;
+    keep[[0, 1200]] = false;
+    keep[[1, 10]] = false;
+    keep[[1, 1200]] = false;
+    let keep = keep.into_dyn();
+    let opts = decode(AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        mask: Some(Mask::Bool(keep.view())),
+        ..Default::default()
+    });
+    let gpu = run_gpu(&q, &k, &v, &opts);
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
+    let lse = gpu.lse.unwrap();
+    assert!(gpu.out[[0, 1, 0, 0]].is_nan() && lse[[0, 1, 0]].is_nan());
+    assert!(gpu.out[[0, 0, 1, 0]].is_nan() && lse[[0, 0, 1]].is_nan());
+    assert!(gpu.out.slice(s![0, 0, 0, ..]).iter().all(|x| x.is_finite()));
+
+    // Every key hidden from the whole batch: out 0, lse -inf, in every key range.
+    let lens = [0u32];
+    let opts = decode(AttentionOptions {
+        kv_lens: Some(&lens),
+        ..Default::default()
+    });
+    let gpu = run_gpu(&q, &k, &v, &opts);
+    assert!(gpu.out.iter().all(|&x| x == 0.0));
+    assert!(gpu.lse.unwrap().iter().all(|&x| x == f32::NEG_INFINITY));
+}
+
+#[test]
+fn chunked_by_a_small_binding_limit() {
+    // 32 KiB bindings: one head's keys (1000 x 8 x 4 bytes) fit, the whole tensor does not.
+    let c = small_binding_ctx(32 * 1024);
+    let (q, k, v) = qkv(1600, (2, 4, 2), (3, 1000), (8, 8));
+    let opts = decode(AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        ..Default::default()
+    });
+    check_on(&c, "chunked", &q, &k, &v, &opts);
+}
+
+#[test]
+fn auto_picks_a_path_that_matches_for_short_queries() {
+    let (q, k, v) = qkv(1700, (1, 8, 2), (1, 3000), (64, 64));
+    let opts = AttentionOptions {
+        return_lse: true,
+        ..Default::default()
+    };
+    check("auto decode shape", &q, &k, &v, &opts);
+}
+
+#[test]
+fn weights_and_large_head_dims_are_refused() {
+    let (q, k, v) = qkv(1800, (1, 1, 1), (1, 50), (8, 8));
+    let opts = decode(AttentionOptions {
+        return_weights: true,
+        ..Default::default()
+    });
+    let err = run_gpu_on(ctx(), &q, &k, &v, &opts).unwrap_err();
+    assert!(
+        matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
+        "{err}"
+    );
+    let (q, k, v) = qkv(1801, (1, 1, 1), (1, 50), (300, 8));
+    let err = run_gpu_on(ctx(), &q, &k, &v, &decode(Default::default())).unwrap_err();
+    assert!(err.to_string().contains("300"), "{err}");
+}
+
+#[test]
+fn very_long_keys() {
+    let (q, k, v) = qkv(1900, (1, 4, 1), (2, 40_000), (32, 32));
+    let opts = decode(AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        ..Default::default()
+    });
+    check("Lk 40000", &q, &k, &v, &opts);
+}
