@@ -24,7 +24,6 @@ struct Split {
 }
 
 override WG: u32 = 64u;
-override HEAD_DIM_V: u32 = 64u;
 
 @compute @workgroup_size(WG)
 fn main(
@@ -60,8 +59,8 @@ fn main(
             total += exp(m - big) * partials[split.ml_base + 2u * (first + s) + 1u];
         }
     }
-    let orow = (bh * params.len_q + i) * HEAD_DIM_V - params.o_base;
-    for (var e = li; e < HEAD_DIM_V; e += WG) {
+    let orow = (bh * params.len_q + i) * params.dim_v - params.o_base;
+    for (var e = li; e < params.dim_v; e += WG) {
         var acc = 0.0;
         for (var s = 0u; s < split.splits; s++) {
             let m = partials[split.ml_base + 2u * (first + s)];
@@ -71,7 +70,7 @@ fn main(
             }
             // A split of factor exactly 0 adds nothing, NaN included.
             if f != 0.0 {
-                acc += f * partials[(first + s) * HEAD_DIM_V + e];
+                acc += f * partials[(first + s) * params.dim_v + e];
             }
         }
         var y = acc / total;

@@ -59,15 +59,14 @@ override WG: u32 = 64u;
 override ROWS: u32 = 1u;
 // Keys per K/V tile.
 override KEYS: u32 = 32u;
-// D and Dv of the problem: loops have constant trip counts and tiles exact sizes.
-override HEAD_DIM: u32 = 64u;
-override HEAD_DIM_V: u32 = 64u;
+// Rows of q, k (D columns) and v (Dv columns) are held as vec4s, 4 columns per load
+// from workgroup memory: at least ceil(D / 4) and ceil(Dv / 4) of them, rounded up to a
+// few sizes so that one pipeline serves several head dims. Columns past D and Dv are
+// zeros. Loops over them have constant trip counts.
+override HEAD_DIM4: u32 = 16u;
+override HEAD_DIM_V4: u32 = 16u;
 // Write partials for combine.wgsl instead of the output.
 override PARTIAL: bool = false;
-// Rows are held as vec4s (4 columns per load from workgroup memory); the last is
-// zero-padded.
-override HEAD_DIM4: u32 = (HEAD_DIM + 3u) / 4u;
-override HEAD_DIM_V4: u32 = (HEAD_DIM_V + 3u) / 4u;
 
 const REG4: u32 = 64u;
 const SREG: u32 = 128u;
@@ -167,7 +166,7 @@ fn main(
         let valid = t < nrows;
         any_row = any_row || valid;
         let row = row_of(t, heads_lo, nh);
-        let qrow = (row.bh * params.len_q + params.row_start + row.lrow) * HEAD_DIM
+        let qrow = (row.bh * params.len_q + params.row_start + row.lrow) * params.dim
             - params.q_base;
         for (var d4 = 0u; d4 < HEAD_DIM4; d4++) {
             var x = vec4(0.0);
@@ -175,7 +174,7 @@ fn main(
                 let d = 4u * d4 + c;
                 // Rows past the tile's rows and the padding past D hold zeros; such rows
                 // are never written.
-                if valid && d < HEAD_DIM {
+                if valid && d < params.dim {
                     x[c] = f32(q[qrow + d]);
                 }
             }
@@ -198,13 +197,13 @@ fn main(
         workgroupBarrier();
         for (var e4 = li; e4 < KEYS * HEAD_DIM4; e4 += WG) {
             let key = j0 + e4 / HEAD_DIM4;
-            let krow = (kbase + key) * HEAD_DIM - params.k_base;
+            let krow = (kbase + key) * params.dim - params.k_base;
             var x = vec4(0.0);
             for (var c = 0u; c < 4u; c++) {
                 let d = 4u * (e4 % HEAD_DIM4) + c;
                 // Keys past this split (and the batch's length, and Lk) and the padding
                 // past D load as zeros; such keys are masked.
-                if i32(key) < kend && d < HEAD_DIM {
+                if i32(key) < kend && d < params.dim {
                     x[c] = f32(k[krow + d]);
                 }
             }
@@ -213,12 +212,12 @@ fn main(
         var nonfinite = false;
         for (var e4 = li; e4 < KEYS * HEAD_DIM_V4; e4 += WG) {
             let key = j0 + e4 / HEAD_DIM_V4;
-            let vrow = (kbase + key) * HEAD_DIM_V - params.v_base;
+            let vrow = (kbase + key) * params.dim_v - params.v_base;
             var x = vec4(0.0);
             for (var c = 0u; c < 4u; c++) {
                 let e = 4u * (e4 % HEAD_DIM_V4) + c;
                 // As above, for V and Dv.
-                if i32(key) < kend && e < HEAD_DIM_V {
+                if i32(key) < kend && e < params.dim_v {
                     x[c] = f32(v[vrow + e]);
                 }
             }
@@ -341,8 +340,8 @@ fn main(
         if PARTIAL {
             let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
             let pi = prow * split.splits + sidx;
-            for (var e = 0u; e < HEAD_DIM_V; e++) {
-                dst[pi * HEAD_DIM_V + e] = o_acc[r * HEAD_DIM_V4 + e / 4u][e % 4u];
+            for (var e = 0u; e < params.dim_v; e++) {
+                dst[pi * params.dim_v + e] = o_acc[r * HEAD_DIM_V4 + e / 4u][e % 4u];
             }
             var m = m_run[r];
             if bad[r] {
@@ -354,8 +353,8 @@ fn main(
         }
         let i = params.row_start + row.lrow;
         let empty = m_run[r] == neg_inf();
-        let orow = (row.bh * params.len_q + i) * HEAD_DIM_V - params.o_base;
-        for (var e = 0u; e < HEAD_DIM_V; e++) {
+        let orow = (row.bh * params.len_q + i) * params.dim_v - params.o_base;
+        for (var e = 0u; e < params.dim_v; e++) {
             var y = o_acc[r * HEAD_DIM_V4 + e / 4u][e % 4u] / l_run[r];
             if bad[r] {
                 y = quiet_nan();

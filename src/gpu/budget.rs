@@ -12,7 +12,7 @@
 use crate::error::Result;
 use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::problem::Problem;
 
 /// What a budget depends on: the pipeline (configuration, head dims, storage type).
@@ -20,8 +20,8 @@ use crate::problem::Problem;
 pub(crate) struct BudgetKey {
     cfg: FusedConfig,
     elem: Elem,
-    dim: usize,
-    dim_v: usize,
+    dim4: u32,
+    dim_v4: u32,
 }
 
 /// Keys the probe offers: more than any problem is likely to loop over per workgroup.
@@ -44,8 +44,8 @@ pub(crate) async fn key_budget(
     let key = BudgetKey {
         cfg,
         elem,
-        dim: p.dim,
-        dim_v: p.dim_v,
+        dim4: vec4s(p.dim),
+        dim_v4: vec4s(p.dim_v),
     };
     if let Some(b) = ctx.tuning.budget(&key) {
         return Ok(b);
@@ -78,6 +78,11 @@ mod probe {
         let row_bytes = p.dim.max(p.dim_v) as u64 * elem.bytes();
         let keys = u64::from(cfg.keys);
         let offered = (ctx.max_binding() / row_bytes / keys * keys).min(PROBE_KEYS);
+        // Bindings too small for one tile: the plan reports that; and no workgroup can
+        // loop over more keys than one binding holds anyway.
+        if offered < keys {
+            return Ok(None);
+        }
         let opts = AttentionOptions {
             return_lse: true,
             ..Default::default()

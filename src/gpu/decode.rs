@@ -65,7 +65,7 @@ pub(crate) async fn record_split(
         .pipeline(spec(elem), &cfg.kernel.constants(p, true))
         .await?;
     let combine = ctx
-        .pipeline(&decode::COMBINE_SPEC, &decode::combine_constants(p))
+        .pipeline(&decode::COMBINE_SPEC, &decode::combine_constants())
         .await?;
     let max_binding = ctx.max_binding();
     let mut layouts = Vec::with_capacity(chunks.len());

@@ -18,6 +18,8 @@ pub(crate) mod scopes;
 pub mod source;
 pub(crate) mod staged;
 pub(crate) mod tensor;
+// Timing needs a blocking clock: the bench module and the tuner, native only.
+#[cfg(not(target_arch = "wasm32"))]
 pub(crate) mod timer;
 pub(crate) mod tune;
 pub(crate) mod upload;

@@ -18,7 +18,7 @@ use crate::gpu::budget::BudgetKey;
 use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
 use crate::gpu::kernels::decode::DecodeConfig;
-use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::problem::Problem;
 
 const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
@@ -82,8 +82,8 @@ const TIMED: usize = 4;
 struct ClassKey {
     decode: bool,
     elem: Elem,
-    dim: usize,
-    dim_v: usize,
+    dim4: u32,
+    dim_v4: u32,
     group: usize,
     causal: bool,
     len_q: u8,
@@ -104,8 +104,8 @@ impl ClassKey {
         Self {
             decode,
             elem,
-            dim: p.dim,
-            dim_v: p.dim_v,
+            dim4: vec4s(p.dim),
+            dim_v4: vec4s(p.dim_v),
             group: p.group().min(16),
             causal: p.causal,
             len_q: bucket(p.len_q),

@@ -26,11 +26,8 @@ pub(crate) const COMBINE_SPEC: KernelSpec = KernelSpec {
 const COMBINE_WG: u32 = 64;
 
 /// The combine kernel's override constants.
-pub(crate) fn combine_constants(p: &Problem) -> Vec<(&'static str, f64)> {
-    vec![
-        ("WG", f64::from(COMBINE_WG)),
-        ("HEAD_DIM_V", p.dim_v as f64),
-    ]
+pub(crate) fn combine_constants() -> Vec<(&'static str, f64)> {
+    vec![("WG", f64::from(COMBINE_WG))]
 }
 
 /// A decode launch: the first pass's override constants, and how many workgroups key

@@ -48,6 +48,18 @@ const ROWS_MAX: u32 = 8;
 /// Largest D and Dv the kernel handles (one row of each lives in private memory).
 pub(crate) const MAX_DIM: usize = 4 * REG4 as usize;
 
+/// The vec4s a row of `dim` columns takes in the kernel: `ceil(dim / 4)` rounded up to a
+/// power of two up to 8, then to a multiple of 8, so that one pipeline serves several
+/// head dims (the padding is zeros).
+pub(crate) fn vec4s(dim: usize) -> u32 {
+    let n = dim.div_ceil(4).max(1) as u32;
+    if n <= 8 {
+        n.next_power_of_two()
+    } else {
+        n.next_multiple_of(8)
+    }
+}
+
 /// Must match the WGSL struct `Split` in fused.wgsl and combine.wgsl.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
@@ -75,7 +87,7 @@ impl FusedConfig {
     /// Whether this configuration can run `p` on this device: private arrays, workgroup
     /// memory and workgroup size all within bounds.
     pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
-        let (d4, dv4) = ((p.dim as u64).div_ceil(4), (p.dim_v as u64).div_ceil(4));
+        let (d4, dv4) = (u64::from(vec4s(p.dim)), u64::from(vec4s(p.dim_v)));
         let shared = u64::from(self.keys) * (d4 + dv4) * 16 + 16;
         let l = &ctx.limits;
         self.rows >= 1
@@ -95,8 +107,8 @@ impl FusedConfig {
             ("WG", f64::from(self.wg)),
             ("ROWS", f64::from(self.rows)),
             ("KEYS", f64::from(self.keys)),
-            ("HEAD_DIM", p.dim as f64),
-            ("HEAD_DIM_V", p.dim_v as f64),
+            ("HEAD_DIM4", f64::from(vec4s(p.dim))),
+            ("HEAD_DIM_V4", f64::from(vec4s(p.dim_v))),
             ("PARTIAL", if partial { 1.0 } else { 0.0 }),
         ]
     }
