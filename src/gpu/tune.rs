@@ -251,7 +251,7 @@ mod timing {
     use crate::problem::validate;
 
     /// Runs per candidate after one untimed warm-up (which compiles the pipeline).
-    const RUNS: usize = 2;
+    const RUNS: usize = 3;
 
     fn proxy(p: &Problem, decode: bool) -> Result<Problem> {
         let g = p.group().min(8);
