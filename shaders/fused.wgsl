@@ -238,7 +238,12 @@ fn main(
         if any_row {
             // Scores of ROWS rows x KEYS keys.
             for (var j = 0u; j < KEYS; j++) {
+                // Zeroed explicitly: some compilers keep a loop-local var's value from
+                // the previous iteration when it has no initializer.
                 var acc: array<f32, ROWS_MAX>;
+                for (var r = 0u; r < ROWS; r++) {
+                    acc[r] = 0.0;
+                }
                 for (var d4 = 0u; d4 < HEAD_DIM4; d4++) {
                     let kd = k_tile[j * HEAD_DIM4 + d4];
                     for (var r = 0u; r < ROWS; r++) {

@@ -18,7 +18,7 @@ use ndarray::{Array, Array2, Array4, ArrayD, IxDyn};
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_attention::{
     attention_async, attention_cpu, attention_gpu_into_async, Alignment, AttentionError,
-    AttentionOptions, GpuContext, GpuOutputs, GpuTensor, Mask, Precision, Window,
+    AttentionOptions, GpuContext, GpuOutputs, GpuTensor, KernelPath, Mask, Precision, Window,
 };
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -262,5 +262,42 @@ async fn f16_says_when_it_is_unavailable() {
             );
         }
         other => panic!("f16 (adapter has shader-f16: {has_f16}) gave {other:?}"),
+    }
+}
+
+/// The fused and decode kernels (the default without weights), into NaN-filled outputs.
+#[wasm_bindgen_test]
+async fn fused_and_decode_paths() {
+    let ctx = ctx().await;
+    let keep = Array2::from_shape_fn((5, 70), |(i, j)| (i * 7 + j) % 5 != 0).into_dyn();
+    for (n, path) in [KernelPath::Fused, KernelPath::Decode]
+        .into_iter()
+        .enumerate()
+    {
+        let (q, k, v) = inputs(20 + n as u64, (2, 4, 2), (5, 70), (16, 8));
+        let opts = AttentionOptions {
+            path,
+            causal: true,
+            alignment: Alignment::BottomRight,
+            mask: Some(Mask::Bool(keep.view())),
+            return_lse: true,
+            ..Default::default()
+        };
+        let upload =
+            |a: &Array4<f32>| GpuTensor::from_array(&ctx, a.view().into_dyn()).expect("upload");
+        let outputs = GpuOutputs {
+            out: nan_tensor(&ctx, &[2, 4, 5, 8]),
+            weights: None,
+            lse: Some(nan_tensor(&ctx, &[2, 4, 5])),
+        };
+        attention_gpu_into_async(&ctx, &upload(&q), &upload(&k), &upload(&v), &opts, &outputs)
+            .await
+            .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+        let gpu = outputs.read_async(&ctx).await.expect("readback");
+        let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("reference");
+        let what = format!("{path:?}");
+        assert_close(&what, gpu.out.view(), cpu.out.view(), ATOL, RTOL);
+        let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
+        assert_close(&what, gl.view(), cl.view(), ATOL, RTOL);
     }
 }
