@@ -8,24 +8,9 @@ use ndarray::Array4;
 use wgpu::util::DeviceExt;
 use wgpu_attention::{attention_cpu, attention_gpu_async, AttentionOptions, GpuContext, GpuTensor};
 
-fn app_device() -> (wgpu::Device, wgpu::Queue) {
-    pollster::block_on(async {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&Default::default())
-            .await
-            .expect("no GPU adapter: install a Vulkan driver (Debian: mesa-vulkan-drivers)");
-        adapter
-            .request_device(&Default::default())
-            .await
-            .expect("request_device")
-    })
-}
-
 #[test]
 fn application_device_and_buffers_are_used_in_place() {
-    let (device, queue) = app_device();
+    let (device, queue) = app_device(|l| l);
     let mut rng = Rng::new(21);
     let x: Array4<f32> = rng.array4((1, 2, 24, 16));
     // The application's own buffer, made with its own usages.

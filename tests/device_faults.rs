@@ -118,26 +118,10 @@ fn destroyed_input_buffer_is_a_device_error() {
 
 /// A device opened with a 1 MiB buffer limit, as a small GPU or a browser might have.
 fn small_device() -> GpuContext {
-    pollster::block_on(async {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&Default::default())
-            .await
-            .expect("no GPU adapter");
-        let limits = wgpu::Limits {
-            max_buffer_size: 1 << 20,
-            max_storage_buffer_binding_size: 1 << 20,
-            ..adapter.limits()
-        };
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                required_limits: limits,
-                ..Default::default()
-            })
-            .await
-            .expect("device with small limits");
-        GpuContext::from_device(device, queue)
+    context_with_limits(|l| wgpu::Limits {
+        max_buffer_size: 1 << 20,
+        max_storage_buffer_binding_size: 1 << 20,
+        ..l
     })
 }
 

@@ -32,25 +32,6 @@ fn z(shape: (usize, usize, usize, usize)) -> Array4<f32> {
     Array4::zeros(shape)
 }
 
-fn small_limits_device(limits: impl FnOnce(wgpu::Limits) -> wgpu::Limits) -> GpuContext {
-    pollster::block_on(async {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&Default::default())
-            .await
-            .expect("no GPU adapter");
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                required_limits: limits(adapter.limits()),
-                ..Default::default()
-            })
-            .await
-            .expect("device");
-        GpuContext::from_device(device, queue)
-    })
-}
-
 /// Runs host arrays through both backends when both apply; they must agree.
 fn both(
     q: &Array4<f32>,
@@ -173,7 +154,7 @@ fn error_for(case: &str) -> AttentionError {
             GpuTensor::from_buffer(b, &[1, 1, 4, 8]).unwrap_err()
         }
         "tensor beyond the device" => {
-            let ctx = small_limits_device(|l| wgpu::Limits {
+            let ctx = context_with_limits(|l| wgpu::Limits {
                 max_buffer_size: 1 << 20,
                 max_storage_buffer_binding_size: 1 << 20,
                 ..l
@@ -188,7 +169,7 @@ fn error_for(case: &str) -> AttentionError {
             attention(&ctx, q.view(), k.view(), k.view(), &d).unwrap_err()
         }
         "workgroup grid" => {
-            let ctx = small_limits_device(|l| wgpu::Limits {
+            let ctx = context_with_limits(|l| wgpu::Limits {
                 max_compute_workgroups_per_dimension: 100,
                 ..l
             });

@@ -205,25 +205,9 @@ fn more_than_65535_workgroups_in_every_kernel() {
 /// A device that allows only 100 workgroups per dimension: every kernel's launch
 /// wraps onto a 2-D grid at small, fast shapes.
 fn few_workgroups_device() -> GpuContext {
-    pollster::block_on(async {
-        let instance =
-            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let adapter = instance
-            .request_adapter(&Default::default())
-            .await
-            .expect("no GPU adapter");
-        let limits = wgpu::Limits {
-            max_compute_workgroups_per_dimension: 100,
-            ..adapter.limits()
-        };
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                required_limits: limits,
-                ..Default::default()
-            })
-            .await
-            .expect("device with a small workgroup limit");
-        GpuContext::from_device(device, queue)
+    context_with_limits(|l| wgpu::Limits {
+        max_compute_workgroups_per_dimension: 100,
+        ..l
     })
 }
 

@@ -191,3 +191,33 @@ pub fn check_against_reference_on(
     );
     assert_eq!(gpu.lse.is_some(), opts.return_lse, "{what}: lse presence");
 }
+
+/// A device and queue opened by the test itself, as an application would, with the
+/// adapter's limits adjusted by `limits` (e.g. to imitate a smaller GPU).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn app_device(
+    limits: impl FnOnce(wgpu::Limits) -> wgpu::Limits,
+) -> (wgpu::Device, wgpu::Queue) {
+    pollster::block_on(async {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = instance
+            .request_adapter(&Default::default())
+            .await
+            .expect("no GPU adapter: install a Vulkan driver (Debian: mesa-vulkan-drivers)");
+        adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                required_limits: limits(adapter.limits()),
+                ..Default::default()
+            })
+            .await
+            .expect("request_device")
+    })
+}
+
+/// A context on a device with adjusted limits; see [`app_device`].
+#[cfg(not(target_arch = "wasm32"))]
+pub fn context_with_limits(limits: impl FnOnce(wgpu::Limits) -> wgpu::Limits) -> GpuContext {
+    let (device, queue) = app_device(limits);
+    GpuContext::from_device(device, queue)
+}
