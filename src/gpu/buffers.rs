@@ -95,3 +95,24 @@ pub(crate) fn with_contents(
     buffer.unmap();
     Ok(buffer)
 }
+
+/// One uniform buffer holding `items` at offsets aligned for binding each on its own
+/// (one entry per chunk or dispatch). Returns the buffer and the stride between entries.
+///
+/// # Errors
+/// As [`with_contents`].
+pub(crate) fn uniform_array<T: bytemuck::Pod>(
+    ctx: &GpuContext,
+    label: &str,
+    items: &[T],
+) -> Result<(wgpu::Buffer, u64)> {
+    let size = std::mem::size_of::<T>();
+    let stride =
+        (size as u64).next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
+    let mut bytes = vec![0u8; stride as usize * items.len().max(1)];
+    for (entry, item) in bytes.chunks_mut(stride as usize).zip(items) {
+        entry[..size].copy_from_slice(bytemuck::bytes_of(item));
+    }
+    let buffer = with_contents(ctx, label, &bytes, wgpu::BufferUsages::UNIFORM)?;
+    Ok((buffer, stride))
+}

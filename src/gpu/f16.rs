@@ -60,24 +60,14 @@ pub(crate) async fn record_cast(
         });
     }
     let starts: Vec<u64> = (0..elems).step_by(slice as usize).collect();
-    let params: Vec<u8> = starts
+    let cast_params: Vec<CastParams> = starts
         .iter()
-        .flat_map(|&s| {
-            let p = CastParams {
-                count: (elems - s).min(slice) as u32,
-                _pad: [0; 3],
-            };
-            let mut bytes = bytemuck::bytes_of(&p).to_vec();
-            bytes.resize(stride(ctx) as usize, 0);
-            bytes
+        .map(|&s| CastParams {
+            count: (elems - s).min(slice) as u32,
+            _pad: [0; 3],
         })
         .collect();
-    let params = buffers::with_contents(
-        ctx,
-        "wgpu-attention cast params",
-        &params,
-        wgpu::BufferUsages::UNIFORM,
-    )?;
+    let (params, stride) = buffers::uniform_array(ctx, "wgpu-attention cast params", &cast_params)?;
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
         label: Some("wgpu-attention to f16"),
         timestamp_writes: None,
@@ -92,7 +82,7 @@ pub(crate) async fn record_cast(
             vec![
                 range(
                     &params,
-                    n as u64 * stride(ctx),
+                    n as u64 * stride,
                     std::mem::size_of::<CastParams>() as u64,
                 ),
                 range(src, start * 4, count * 4),
@@ -104,9 +94,4 @@ pub(crate) async fn record_cast(
         pass.dispatch_workgroups(x, y, 1);
     }
     Ok(dst)
-}
-
-fn stride(ctx: &GpuContext) -> u64 {
-    (std::mem::size_of::<CastParams>() as u64)
-        .next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment))
 }

@@ -41,20 +41,7 @@ pub(crate) fn split_buffer(
     ctx: &GpuContext,
     splits: &[SplitParams],
 ) -> Result<(wgpu::Buffer, u64)> {
-    let size = std::mem::size_of::<SplitParams>();
-    let stride =
-        (size as u64).next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
-    let mut bytes = vec![0u8; stride as usize * splits.len().max(1)];
-    for (chunk, s) in bytes.chunks_mut(stride as usize).zip(splits) {
-        chunk[..size].copy_from_slice(bytemuck::bytes_of(s));
-    }
-    let buffer = buffers::with_contents(
-        ctx,
-        "wgpu-attention splits",
-        &bytes,
-        wgpu::BufferUsages::UNIFORM,
-    )?;
-    Ok((buffer, stride))
+    buffers::uniform_array(ctx, "wgpu-attention splits", splits)
 }
 
 /// Records the fused forward of `p` with configuration `cfg` into `encoder`: one pass,

@@ -50,20 +50,7 @@ pub(crate) fn placeholder(ctx: &GpuContext) -> Result<wgpu::Buffer> {
 
 /// One uniform buffer holding every chunk's parameters at aligned offsets.
 pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> Result<(wgpu::Buffer, u64)> {
-    let stride = (std::mem::size_of::<Params>() as u64)
-        .next_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment));
-    let mut bytes = vec![0u8; stride as usize * params.len()];
-    for (i, p) in params.iter().enumerate() {
-        let at = i * stride as usize;
-        bytes[at..at + std::mem::size_of::<Params>()].copy_from_slice(bytemuck::bytes_of(p));
-    }
-    let buffer = buffers::with_contents(
-        ctx,
-        "wgpu-attention params",
-        &bytes,
-        wgpu::BufferUsages::UNIFORM,
-    )?;
-    Ok((buffer, stride))
+    buffers::uniform_array(ctx, "wgpu-attention params", params)
 }
 
 /// Records the staged forward of `p` into `encoder`. Returns the device bytes it
