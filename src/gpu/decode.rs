@@ -5,15 +5,15 @@
 use crate::error::Result;
 use crate::gpu::budget::key_budget;
 use crate::gpu::buffers;
+use crate::gpu::chunk_bindings::ChunkBindings;
 use crate::gpu::context::GpuContext;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
 use crate::gpu::fused::{limits, spec, split_buffer};
 use crate::gpu::kernels::decode::{self, DecodeConfig};
 use crate::gpu::kernels::fused::{self, SplitParams};
-use crate::gpu::params::Params;
 use crate::gpu::plan::plan;
-use crate::gpu::staged::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
+use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
@@ -84,16 +84,8 @@ pub(crate) async fn record_split(
         scratch_elems * 4,
         wgpu::BufferUsages::STORAGE,
     )?;
-    // Separate stand-ins: one buffer may not be bound read-only and writable at once.
-    let unused_read = placeholder(ctx)?;
-    let unused_write = placeholder(ctx)?;
-    let all_params: Vec<Params> = chunks
-        .iter()
-        .map(|c| Params::new(p, c, outputs.lse.is_some()))
-        .collect();
-    let (params, stride) = params_buffer(ctx, &all_params)?;
+    let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
     let (splits, split_stride) = split_buffer(ctx, &layouts)?;
-    let params_size = std::mem::size_of::<Params>() as u64;
     let split_size = std::mem::size_of::<SplitParams>() as u64;
 
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -103,41 +95,32 @@ pub(crate) async fn record_split(
     for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
         let (outs, pairs) = decode::partial_elems(p, chunk, layout);
         let partial_bytes = (outs + pairs) * 4;
-        let params_range = || range(&params, n as u64 * stride, params_size);
         let split_range = || range(&splits, n as u64 * split_stride, split_size);
-        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
-            (Some(m), Some(w)) => (m, w.offset, w.size),
-            _ => (&unused_read, 0, 4),
-        };
         let group = bind_group(
             ctx,
             "decode",
             &pipe.layout,
             vec![
-                params_range(),
+                bind.params(n),
                 range(inputs.q, chunk.q.offset, chunk.q.size),
                 range(inputs.k, chunk.k.offset, chunk.k.size),
                 range(inputs.v, chunk.v.offset, chunk.v.size),
-                range(mask_buf, mask_off, mask_size),
-                inputs.kv_lens.unwrap_or(&unused_read).as_entire_binding(),
+                bind.mask(inputs, chunk),
+                bind.kv_lens(inputs),
                 range(&partials, 0, partial_bytes),
-                range(&unused_write, 0, 4),
+                bind.unused_writable(),
                 split_range(),
             ],
         );
-        let (lse_buf, lse_off, lse_size) = match outputs.lse {
-            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
-            None => (&unused_write, 0, 4),
-        };
         let combine_group = bind_group(
             ctx,
             "combine",
             &combine.layout,
             vec![
-                params_range(),
+                bind.params(n),
                 range(&partials, 0, partial_bytes),
                 range(outputs.out, chunk.out.offset, chunk.out.size),
-                range(lse_buf, lse_off, lse_size),
+                bind.lse(outputs, chunk),
                 split_range(),
             ],
         );
@@ -150,5 +133,5 @@ pub(crate) async fn record_split(
         pass.set_bind_group(0, &combine_group, &[]);
         pass.dispatch_workgroups(x, y, 1);
     }
-    Ok(partials.size() + params.size() + splits.size() + unused_read.size() + unused_write.size())
+    Ok(partials.size() + splits.size() + bind.bytes())
 }

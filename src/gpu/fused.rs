@@ -4,15 +4,15 @@
 use crate::error::Result;
 use crate::gpu::budget::key_budget;
 use crate::gpu::buffers;
+use crate::gpu::chunk_bindings::ChunkBindings;
 use crate::gpu::context::GpuContext;
 use crate::gpu::decode;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
 use crate::gpu::kernels::decode::DecodeConfig;
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
-use crate::gpu::params::Params;
 use crate::gpu::plan::{plan, PlanLimits};
-use crate::gpu::staged::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
+use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
 use crate::problem::Problem;
 
 /// The plan limits of the fused and decode paths: bindings only, no score scratch.
@@ -91,16 +91,9 @@ pub(crate) async fn record_direct(
     let chunks = plan(p, &limits(ctx, elem))?;
     let pipe = ctx.pipeline(spec(elem), &cfg.constants(p, false)).await?;
     // Separate stand-ins: one buffer may not be bound read-only and writable at once.
-    let unused_read = placeholder(ctx)?;
-    let unused_write = placeholder(ctx)?;
-    let all_params: Vec<Params> = chunks
-        .iter()
-        .map(|c| Params::new(p, c, outputs.lse.is_some()))
-        .collect();
-    let (params, stride) = params_buffer(ctx, &all_params)?;
+    let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
     let layouts: Vec<SplitParams> = chunks.iter().map(|c| fused::layout(p, &cfg, c)).collect();
     let (splits, split_stride) = split_buffer(ctx, &layouts)?;
-    let params_size = std::mem::size_of::<Params>() as u64;
     let split_size = std::mem::size_of::<SplitParams>() as u64;
 
     let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -109,27 +102,19 @@ pub(crate) async fn record_direct(
     });
     pass.set_pipeline(&pipe.pipeline);
     for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
-        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
-            (Some(m), Some(w)) => (m, w.offset, w.size),
-            _ => (&unused_read, 0, 4),
-        };
-        let (lse_buf, lse_off, lse_size) = match outputs.lse {
-            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
-            None => (&unused_write, 0, 4),
-        };
         let group = bind_group(
             ctx,
             "fused",
             &pipe.layout,
             vec![
-                range(&params, n as u64 * stride, params_size),
+                bind.params(n),
                 range(inputs.q, chunk.q.offset, chunk.q.size),
                 range(inputs.k, chunk.k.offset, chunk.k.size),
                 range(inputs.v, chunk.v.offset, chunk.v.size),
-                range(mask_buf, mask_off, mask_size),
-                inputs.kv_lens.unwrap_or(&unused_read).as_entire_binding(),
+                bind.mask(inputs, chunk),
+                bind.kv_lens(inputs),
                 range(outputs.out, chunk.out.offset, chunk.out.size),
-                range(lse_buf, lse_off, lse_size),
+                bind.lse(outputs, chunk),
                 range(&splits, n as u64 * split_stride, split_size),
             ],
         );
@@ -137,5 +122,5 @@ pub(crate) async fn record_direct(
         pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(x, y, 1);
     }
-    Ok(params.size() + splits.size() + unused_read.size() + unused_write.size())
+    Ok(splits.size() + bind.bytes())
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod budget;
 pub(crate) mod buffers;
+pub(crate) mod chunk_bindings;
 pub(crate) mod context;
 pub(crate) mod decode;
 pub(crate) mod dispatch;

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::gpu::buffers;
+use crate::gpu::chunk_bindings::ChunkBindings;
 use crate::gpu::context::GpuContext;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::{pv, qk, softmax};
@@ -82,49 +83,31 @@ pub(crate) async fn record(
         score_bytes,
         wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
     )?;
-    // Separate stand-ins: one buffer may not be bound read-only and writable at once.
-    let unused_read = placeholder(ctx)?;
-    let unused_write = placeholder(ctx)?;
-    let all_params: Vec<Params> = chunks
-        .iter()
-        .map(|c| Params::new(p, c, outputs.lse.is_some()))
-        .collect();
-    let (params, stride) = params_buffer(ctx, &all_params)?;
-    let params_size = std::mem::size_of::<Params>() as u64;
+    let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
 
     for (n, chunk) in chunks.iter().enumerate() {
-        let params_range = || range(&params, n as u64 * stride, params_size);
         let s_size = chunk.score_elems(p) * 4;
         let qk_group = bind_group(
             ctx,
             "qk",
             &qk_pipe.layout,
             vec![
-                params_range(),
+                bind.params(n),
                 range(inputs.q, chunk.q.offset, chunk.q.size),
                 range(inputs.k, chunk.k.offset, chunk.k.size),
                 range(&scores, 0, s_size),
             ],
         );
-        let (mask_buf, mask_off, mask_size) = match (inputs.mask, chunk.mask) {
-            (Some(m), Some(w)) => (m, w.offset, w.size),
-            _ => (&unused_read, 0, 4),
-        };
-        let kv_lens = inputs.kv_lens.unwrap_or(&unused_read);
-        let (lse_buf, lse_off, lse_size) = match outputs.lse {
-            Some(l) => (l, chunk.lse.offset, chunk.lse.size),
-            None => (&unused_write, 0, 4),
-        };
         let softmax_group = bind_group(
             ctx,
             "softmax",
             &softmax_pipe.layout,
             vec![
-                params_range(),
+                bind.params(n),
                 range(&scores, 0, s_size),
-                range(mask_buf, mask_off, mask_size),
-                kv_lens.as_entire_binding(),
-                range(lse_buf, lse_off, lse_size),
+                bind.mask(inputs, chunk),
+                bind.kv_lens(inputs),
+                bind.lse(outputs, chunk),
             ],
         );
         let pv_group = bind_group(
@@ -132,7 +115,7 @@ pub(crate) async fn record(
             "pv",
             &pv_pipe.layout,
             vec![
-                params_range(),
+                bind.params(n),
                 range(&scores, 0, s_size),
                 range(inputs.v, chunk.v.offset, chunk.v.size),
                 range(outputs.out, chunk.out.offset, chunk.out.size),
@@ -175,7 +158,7 @@ pub(crate) async fn record(
             );
         }
     }
-    Ok(scores.size() + params.size() + unused_read.size() + unused_write.size())
+    Ok(scores.size() + bind.bytes())
 }
 
 /// Byte offset of a chunk's first weight row in the full `(B, Hq, Lq, Lk)` weights.
