@@ -10,11 +10,7 @@ use paths::*;
 use wgpu_attention::*;
 
 fn decode(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
-    AttentionOptions {
-        path: KernelPath::Decode,
-        return_lse: true,
-        ..extra
-    }
+    on_path(KernelPath::Decode, extra)
 }
 
 #[test]
@@ -69,9 +65,7 @@ fn every_option_across_key_ranges() {
             "additive mask with -inf",
             AttentionOptions {
                 mask: Some(Mask::Additive(bias.view())),
-                causal: true,
-                alignment: Alignment::BottomRight,
-                ..Default::default()
+                ..bottom_right_causal()
             },
         ),
         (
@@ -107,11 +101,7 @@ fn every_option_across_key_ranges() {
 fn grouped_heads_and_multi_query() {
     for (n, &(hq, hkv)) in [(32, 8), (8, 1), (3, 3)].iter().enumerate() {
         let (q, k, v) = qkv(1400 + n as u64, (1, hq, hkv), (2, 1300), (64, 64));
-        let opts = decode(AttentionOptions {
-            causal: true,
-            alignment: Alignment::BottomRight,
-            ..Default::default()
-        });
+        let opts = decode(bottom_right_causal());
         check(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
     }
 }
@@ -133,14 +123,10 @@ fn row_rules_across_key_ranges() {
     keep[[1, 1200]] = false;
     let keep = keep.into_dyn();
     let opts = decode(AttentionOptions {
-        causal: true,
-        alignment: Alignment::BottomRight,
         mask: Some(Mask::Bool(keep.view())),
-        ..Default::default()
+        ..bottom_right_causal()
     });
-    let gpu = run_gpu(&q, &k, &v, &opts);
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
-    assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
+    let gpu = check("NaN rows and hidden NaN values", &q, &k, &v, &opts);
     let lse = gpu.lse.unwrap();
     assert!(gpu.out[[0, 1, 0, 0]].is_nan() && lse[[0, 1, 0]].is_nan());
     assert!(gpu.out[[0, 0, 1, 0]].is_nan() && lse[[0, 0, 1]].is_nan());
@@ -162,11 +148,7 @@ fn chunked_by_a_small_binding_limit() {
     // 32 KiB bindings: one head's keys (1000 x 8 x 4 bytes) fit, the whole tensor does not.
     let c = small_binding_ctx(32 * 1024);
     let (q, k, v) = qkv(1600, (2, 4, 2), (3, 1000), (8, 8));
-    let opts = decode(AttentionOptions {
-        causal: true,
-        alignment: Alignment::BottomRight,
-        ..Default::default()
-    });
+    let opts = decode(bottom_right_causal());
     check_on(&c, "chunked", &q, &k, &v, &opts);
 }
 
@@ -200,10 +182,6 @@ fn weights_and_large_head_dims_are_refused() {
 #[test]
 fn very_long_keys() {
     let (q, k, v) = qkv(1900, (1, 4, 1), (2, 40_000), (32, 32));
-    let opts = decode(AttentionOptions {
-        causal: true,
-        alignment: Alignment::BottomRight,
-        ..Default::default()
-    });
+    let opts = decode(bottom_right_causal());
     check("Lk 40000", &q, &k, &v, &opts);
 }

@@ -10,11 +10,7 @@ use paths::*;
 use wgpu_attention::*;
 
 fn fused(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
-    AttentionOptions {
-        path: KernelPath::Fused,
-        return_lse: true,
-        ..extra
-    }
+    on_path(KernelPath::Fused, extra)
 }
 
 #[test]
@@ -98,14 +94,7 @@ fn weights_are_refused() {
 fn alignments_windows_and_scale() {
     let (q, k, v) = qkv(400, (2, 2, 2), (37, 70), (16, 24));
     let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
-        (
-            "causal bottom-right",
-            AttentionOptions {
-                causal: true,
-                alignment: Alignment::BottomRight,
-                ..Default::default()
-            },
-        ),
+        ("causal bottom-right", bottom_right_causal()),
         (
             "window 5,3",
             AttentionOptions {
@@ -198,10 +187,8 @@ fn masks_and_key_lengths() {
             "kv_lens, window, bottom-right causal",
             AttentionOptions {
                 kv_lens: Some(&lens_mid),
-                causal: true,
-                alignment: Alignment::BottomRight,
                 window: Some(Window::new(9, 0)),
-                ..Default::default()
+                ..bottom_right_causal()
             },
         ),
     ];
@@ -238,21 +225,10 @@ fn row_rules_nan_inf_and_empty_rows() {
     let mut keep = ndarray::Array2::from_elem((20, 40), true);
     keep.slice_mut(s![12, ..]).fill(false);
     let opts = fused(AttentionOptions {
-        causal: true,
-        alignment: Alignment::BottomRight,
         mask: Some(Mask::Bool(keep.view().into_dyn())),
-        ..Default::default()
+        ..bottom_right_causal()
     });
-    let gpu = run_gpu(&q, &k, &v, &opts);
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
-    assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
-    assert_close(
-        "lse",
-        gpu.lse.as_ref().unwrap().view(),
-        cpu.lse.as_ref().unwrap().view(),
-        ATOL,
-        RTOL,
-    );
+    let gpu = check("NaN, inf and empty rows", &q, &k, &v, &opts);
     // The rules themselves, not only agreement with the reference.
     let lse = gpu.lse.unwrap();
     assert!(gpu.out[[0, 0, 3, 0]].is_nan() && lse[[0, 0, 3]].is_nan());
@@ -275,10 +251,9 @@ fn additive_minus_inf_rows_are_empty_not_nan() {
         mask: Some(Mask::Additive(bias.view())),
         ..Default::default()
     });
-    let gpu = run_gpu(&q, &k, &v, &opts);
+    let gpu = check("additive -inf rows", &q, &k, &v, &opts);
     assert!(gpu.out.slice(s![0, 0, 2, ..]).iter().all(|&x| x == 0.0));
     assert_eq!(gpu.lse.as_ref().unwrap()[[0, 0, 2]], f32::NEG_INFINITY);
-    check("additive -inf rows", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -318,10 +293,8 @@ fn long_key_loops_stay_exact() {
         (
             "bottom-right causal, bool mask",
             AttentionOptions {
-                causal: true,
-                alignment: Alignment::BottomRight,
                 mask: Some(Mask::Bool(keep.view())),
-                ..Default::default()
+                ..bottom_right_causal()
             },
         ),
     ];

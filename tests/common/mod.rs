@@ -3,9 +3,10 @@
 
 #![allow(dead_code)]
 
-use ndarray::{Array, Array4, ArrayView, Dimension};
+use ndarray::{Array, Array4, ArrayD, ArrayView, Dimension, IxDyn};
 #[cfg(not(target_arch = "wasm32"))]
 use wgpu_attention::GpuContext;
+use wgpu_attention::{Alignment, AttentionOptions, AttentionOutput};
 
 /// One context for the whole test binary: pipelines compile once. Native only: on the
 /// web a context is neither `Sync` nor made without awaiting (see tests/web.rs).
@@ -45,6 +46,75 @@ impl Rng {
     pub fn array4(&mut self, shape: (usize, usize, usize, usize)) -> Array4<f32> {
         Array4::from_shape_simple_fn(shape, || self.normal())
     }
+    /// Random q `(b, hq, lq, d)`, k `(b, hkv, lk, d)`, v `(b, hkv, lk, dv)`, drawn in
+    /// that order.
+    pub fn qkv(
+        &mut self,
+        (b, hq, hkv): (usize, usize, usize),
+        (lq, lk): (usize, usize),
+        (d, dv): (usize, usize),
+    ) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
+        (
+            self.array4((b, hq, lq, d)),
+            self.array4((b, hkv, lk, d)),
+            self.array4((b, hkv, lk, dv)),
+        )
+    }
+    /// A boolean mask of `shape` with about `keep` of its entries true.
+    pub fn bool_mask(&mut self, shape: &[usize], keep: f64) -> ArrayD<bool> {
+        ArrayD::from_shape_simple_fn(IxDyn(shape), || self.uniform() < keep)
+    }
+    /// An additive mask of `shape`: small normal values, with about `hide` of them -inf.
+    pub fn additive_mask(&mut self, shape: &[usize], hide: f64) -> ArrayD<f32> {
+        ArrayD::from_shape_simple_fn(IxDyn(shape), || {
+            if self.uniform() < hide {
+                f32::NEG_INFINITY
+            } else {
+                self.normal()
+            }
+        })
+    }
+}
+
+/// [`Rng::qkv`] from a fresh generator seeded with `seed`.
+pub fn qkv(
+    seed: u64,
+    heads: (usize, usize, usize),
+    lengths: (usize, usize),
+    dims: (usize, usize),
+) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
+    Rng::new(seed).qkv(heads, lengths, dims)
+}
+
+/// [`Rng::bool_mask`] from a fresh generator seeded with `seed`.
+pub fn bool_mask(seed: u64, shape: &[usize], keep: f64) -> ArrayD<bool> {
+    Rng::new(seed).bool_mask(shape, keep)
+}
+
+/// [`Rng::additive_mask`] from a fresh generator seeded with `seed`.
+pub fn additive_mask(seed: u64, shape: &[usize], hide: f64) -> ArrayD<f32> {
+    Rng::new(seed).additive_mask(shape, hide)
+}
+
+/// Causal attention aligned bottom-right, everything else default.
+pub fn bottom_right_causal<'a>() -> AttentionOptions<'a> {
+    AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        ..Default::default()
+    }
+}
+
+/// Every output's bits, out then weights then lse, for bitwise comparisons.
+pub fn output_bits(o: &AttentionOutput) -> Vec<u32> {
+    let mut all: Vec<u32> = o.out.iter().map(|x| x.to_bits()).collect();
+    if let Some(w) = &o.weights {
+        all.extend(w.iter().map(|x| x.to_bits()));
+    }
+    if let Some(l) = &o.lse {
+        all.extend(l.iter().map(|x| x.to_bits()));
+    }
+    all
 }
 
 /// Asserts every element of `got` is within `atol + rtol * |want|` of `want`; NaN must
@@ -106,8 +176,8 @@ pub fn gpu_nan_prefilled(
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
-    opts: &wgpu_attention::AttentionOptions<'_>,
-) -> wgpu_attention::Result<wgpu_attention::AttentionOutput> {
+    opts: &AttentionOptions<'_>,
+) -> wgpu_attention::Result<AttentionOutput> {
     gpu_nan_prefilled_on(ctx(), q, k, v, opts)
 }
 
@@ -118,8 +188,8 @@ pub fn gpu_nan_prefilled_on(
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
-    opts: &wgpu_attention::AttentionOptions<'_>,
-) -> wgpu_attention::Result<wgpu_attention::AttentionOutput> {
+    opts: &AttentionOptions<'_>,
+) -> wgpu_attention::Result<AttentionOutput> {
     use wgpu_attention::{GpuOutputs, GpuTensor};
     let p = wgpu_attention::validate(q.shape(), k.shape(), v.shape(), opts)?;
     let nan = |shape: &[usize]| {
@@ -145,15 +215,16 @@ pub fn gpu_nan_prefilled_on(
     })
 }
 
-/// Compares every output the options asked for, GPU against CPU, at the f32 bound.
+/// Compares every output the options asked for, GPU (into NaN-prefilled outputs)
+/// against CPU, at the f32 bound. Returns the GPU's outputs for further checks.
 #[cfg(not(target_arch = "wasm32"))]
 pub fn check_against_reference(
     what: &str,
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
-    opts: &wgpu_attention::AttentionOptions<'_>,
-) {
+    opts: &AttentionOptions<'_>,
+) -> AttentionOutput {
     check_against_reference_on(ctx(), what, q, k, v, opts)
 }
 
@@ -165,8 +236,8 @@ pub fn check_against_reference_on(
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
-    opts: &wgpu_attention::AttentionOptions<'_>,
-) {
+    opts: &AttentionOptions<'_>,
+) -> AttentionOutput {
     let gpu =
         gpu_nan_prefilled_on(ctx, q, k, v, opts).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
     let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts)
@@ -190,6 +261,7 @@ pub fn check_against_reference_on(
         "{what}: weights presence"
     );
     assert_eq!(gpu.lse.is_some(), opts.return_lse, "{what}: lse presence");
+    gpu
 }
 
 /// A device and queue opened by the test itself, as an application would, with the

@@ -1,12 +1,21 @@
-//! Helpers for the per-path tests (fused, decode, f16): seeded inputs and masks, and the
-//! shared NaN-prefilled runner of `common` under short names.
+//! Helpers for the per-path tests (fused, decode, f16): path options, and the shared
+//! NaN-prefilled runner and reference check of `common` under short names.
 
 #![allow(dead_code)]
 
-use ndarray::{Array4, ArrayD, IxDyn};
+use ndarray::Array4;
 use wgpu_attention::*;
 
 use crate::common::*;
+
+/// `extra` on `path`, with lse asked for as well (weights are the staged path's only).
+pub fn on_path(path: KernelPath, extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
+    AttentionOptions {
+        path,
+        return_lse: true,
+        ..extra
+    }
+}
 
 /// Runs on the GPU into outputs first filled with NaN, so an element the kernels never
 /// write fails the comparison.
@@ -29,7 +38,8 @@ pub fn run_gpu(
     gpu_nan_prefilled(q, k, v, opts).expect("gpu attention")
 }
 
-/// Compares out (and lse when requested) with the reference, element by element.
+/// Compares every requested output with the reference, element by element, and returns
+/// the GPU's outputs for checks of the row rules themselves.
 pub fn check_on(
     c: &GpuContext,
     what: &str,
@@ -37,7 +47,7 @@ pub fn check_on(
     k: &Array4<f32>,
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
-) {
+) -> AttentionOutput {
     check_against_reference_on(c, what, q, k, v, opts)
 }
 
@@ -47,41 +57,8 @@ pub fn check(
     k: &Array4<f32>,
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
-) {
+) -> AttentionOutput {
     check_against_reference(what, q, k, v, opts)
-}
-
-/// Random q `(b, hq, lq, d)`, k `(b, hkv, lk, d)`, v `(b, hkv, lk, dv)`.
-pub fn qkv(
-    seed: u64,
-    (b, hq, hkv): (usize, usize, usize),
-    (lq, lk): (usize, usize),
-    (d, dv): (usize, usize),
-) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
-    let mut rng = Rng::new(seed);
-    (
-        rng.array4((b, hq, lq, d)),
-        rng.array4((b, hkv, lk, d)),
-        rng.array4((b, hkv, lk, dv)),
-    )
-}
-
-/// A boolean mask of `shape` with about `keep` of its entries true.
-pub fn bool_mask(seed: u64, shape: &[usize], keep: f64) -> ArrayD<bool> {
-    let mut rng = Rng::new(seed);
-    ArrayD::from_shape_simple_fn(IxDyn(shape), || rng.uniform() < keep)
-}
-
-/// An additive mask of `shape`: small normal values, with about `hide` of them -inf.
-pub fn additive_mask(seed: u64, shape: &[usize], hide: f64) -> ArrayD<f32> {
-    let mut rng = Rng::new(seed);
-    ArrayD::from_shape_simple_fn(IxDyn(shape), || {
-        if rng.uniform() < hide {
-            f32::NEG_INFINITY
-        } else {
-            rng.normal()
-        }
-    })
 }
 
 /// A context whose storage bindings are capped at `max_binding` bytes, so that problems
