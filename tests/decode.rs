@@ -155,10 +155,7 @@ fn chunked_by_a_small_binding_limit() {
 #[test]
 fn auto_picks_a_path_that_matches_for_short_queries() {
     let (q, k, v) = qkv(1700, (1, 8, 2), (1, 3000), (64, 64));
-    let opts = AttentionOptions {
-        return_lse: true,
-        ..Default::default()
-    };
+    let opts = on_path(KernelPath::Auto, Default::default());
     check("auto decode shape", &q, &k, &v, &opts);
 }
 
@@ -169,13 +166,9 @@ fn weights_and_large_head_dims_are_refused() {
         return_weights: true,
         ..Default::default()
     });
-    let err = run_gpu_on(ctx(), &q, &k, &v, &opts).unwrap_err();
-    assert!(
-        matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
-        "{err}"
-    );
+    refused_by_path(&q, &k, &v, &opts);
     let (q, k, v) = qkv(1801, (1, 1, 1), (1, 50), (300, 8));
-    let err = run_gpu_on(ctx(), &q, &k, &v, &decode(Default::default())).unwrap_err();
+    let err = refused_by_path(&q, &k, &v, &decode(Default::default()));
     assert!(err.to_string().contains("300"), "{err}");
 }
 

@@ -63,16 +63,9 @@ fn head_dims_1_to_256() {
 #[test]
 fn head_dim_above_256_is_refused_and_auto_falls_back() {
     let (q, k, v) = qkv(300, (1, 1, 1), (5, 7), (257, 8));
-    let err = run_gpu_on(ctx(), &q, &k, &v, &fused(Default::default())).unwrap_err();
-    assert!(
-        matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
-        "{err}"
-    );
+    let err = refused_by_path(&q, &k, &v, &fused(Default::default()));
     assert!(err.to_string().contains("257"), "{err}");
-    let auto = AttentionOptions {
-        return_lse: true,
-        ..Default::default()
-    };
+    let auto = on_path(KernelPath::Auto, Default::default());
     check("auto D 257", &q, &k, &v, &auto);
 }
 
@@ -83,11 +76,7 @@ fn weights_are_refused() {
         return_weights: true,
         ..Default::default()
     });
-    let err = run_gpu_on(ctx(), &q, &k, &v, &opts).unwrap_err();
-    assert!(
-        matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
-        "{err}"
-    );
+    refused_by_path(&q, &k, &v, &opts);
 }
 
 #[test]
@@ -274,11 +263,13 @@ fn chunked_by_a_small_binding_limit() {
 #[test]
 fn auto_without_weights_matches_reference() {
     let (q, k, v) = qkv(1000, (1, 4, 2), (100, 100), (64, 64));
-    let opts = AttentionOptions {
-        causal: true,
-        return_lse: true,
-        ..Default::default()
-    };
+    let opts = on_path(
+        KernelPath::Auto,
+        AttentionOptions {
+            causal: true,
+            ..Default::default()
+        },
+    );
     check("auto", &q, &k, &v, &opts);
 }
 

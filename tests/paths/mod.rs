@@ -19,16 +19,15 @@ pub fn on_path(path: KernelPath, extra: AttentionOptions<'_>) -> AttentionOption
 
 /// Runs on the GPU into outputs first filled with NaN, so an element the kernels never
 /// write fails the comparison.
-pub fn run_gpu_on(
-    c: &GpuContext,
-    q: &Array4<f32>,
-    k: &Array4<f32>,
-    v: &Array4<f32>,
-    opts: &AttentionOptions<'_>,
-) -> Result<AttentionOutput> {
-    gpu_nan_prefilled_on(c, q, k, v, opts)
-}
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use crate::common::gpu_nan_prefilled_on as run_gpu_on;
 
+/// Compares every requested output with the reference, element by element, and returns
+/// the GPU's outputs for checks of the row rules themselves.
+#[allow(unused_imports)] // not every test binary uses every helper
+pub use crate::common::{check_against_reference as check, check_against_reference_on as check_on};
+
+/// [`run_gpu_on`] on the shared context, expected to succeed.
 pub fn run_gpu(
     q: &Array4<f32>,
     k: &Array4<f32>,
@@ -38,27 +37,20 @@ pub fn run_gpu(
     gpu_nan_prefilled(q, k, v, opts).expect("gpu attention")
 }
 
-/// Compares every requested output with the reference, element by element, and returns
-/// the GPU's outputs for checks of the row rules themselves.
-pub fn check_on(
-    c: &GpuContext,
-    what: &str,
+/// Runs `opts`, which the path must refuse, and returns the error after checking that it
+/// is an invalid option naming `path`.
+pub fn refused_by_path(
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
-) -> AttentionOutput {
-    check_against_reference_on(c, what, q, k, v, opts)
-}
-
-pub fn check(
-    what: &str,
-    q: &Array4<f32>,
-    k: &Array4<f32>,
-    v: &Array4<f32>,
-    opts: &AttentionOptions<'_>,
-) -> AttentionOutput {
-    check_against_reference(what, q, k, v, opts)
+) -> AttentionError {
+    let err = run_gpu_on(ctx(), q, k, v, opts).expect_err("the path must refuse these options");
+    assert!(
+        matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
+        "{err}"
+    );
+    err
 }
 
 /// A context whose storage bindings are capped at `max_binding` bytes, so that problems
