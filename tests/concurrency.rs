@@ -71,31 +71,21 @@ fn cases() -> Vec<Case> {
     cases
 }
 
-fn bits(o: &AttentionOutput) -> Vec<u32> {
-    let mut all: Vec<u32> = o.out.iter().map(|x| x.to_bits()).collect();
-    if let Some(w) = &o.weights {
-        all.extend(w.iter().map(|x| x.to_bits()));
-    }
-    if let Some(l) = &o.lse {
-        all.extend(l.iter().map(|x| x.to_bits()));
-    }
-    all
-}
-
 #[test]
 fn eight_threads_share_one_context_and_get_single_thread_results() {
     const THREADS: usize = 8;
     const CALLS: usize = 200;
     let ctx = Arc::new(GpuContext::new().expect("no GPU adapter"));
     let cases = Arc::new(cases());
-    let alone: Arc<Vec<Vec<u32>>> = Arc::new(cases.iter().map(|c| bits(&c.run(&ctx))).collect());
+    let alone: Arc<Vec<Vec<u32>>> =
+        Arc::new(cases.iter().map(|c| output_bits(&c.run(&ctx))).collect());
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let (ctx, cases, alone) = (ctx.clone(), cases.clone(), alone.clone());
             std::thread::spawn(move || {
                 for call in 0..CALLS {
                     let n = (t * 7 + call) % cases.len();
-                    let got = bits(&cases[n].run(&ctx));
+                    let got = output_bits(&cases[n].run(&ctx));
                     assert!(
                         got == alone[n],
                         "thread {t}, call {call}: case {n} differs from its single-thread result"

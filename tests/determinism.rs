@@ -8,25 +8,11 @@ use common::*;
 use ndarray::Array;
 use wgpu_attention::*;
 
-fn bits(o: &AttentionOutput) -> Vec<u32> {
-    let mut all: Vec<u32> = o.out.iter().map(|x| x.to_bits()).collect();
-    if let Some(w) = &o.weights {
-        all.extend(w.iter().map(|x| x.to_bits()));
-    }
-    if let Some(l) = &o.lse {
-        all.extend(l.iter().map(|x| x.to_bits()));
-    }
-    all
-}
-
 fn hundred_runs_agree(what: &str, ctx: &GpuContext, opts: &AttentionOptions<'_>) {
-    let mut rng = Rng::new(41);
-    let q = rng.array4((2, 4, 19, 24));
-    let k = rng.array4((2, 2, 37, 24));
-    let v = rng.array4((2, 2, 37, 20));
-    let first = bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
+    let (q, k, v) = qkv(41, (2, 4, 2), (19, 37), (24, 20));
+    let first = output_bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
     for run in 1..100 {
-        let again = bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
+        let again = output_bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
         if let Some(i) = (0..first.len()).find(|&i| first[i] != again[i]) {
             panic!(
                 "{what}: run {run} differs at flat element {i}: {} vs {}",

@@ -4,20 +4,8 @@
 mod common;
 
 use common::*;
-use ndarray::{Array, Array4, ArrayD, IxDyn};
+use ndarray::{s, Array, Array4, IxDyn};
 use wgpu_attention::{Alignment, AttentionOptions, KernelPath, Mask, Window};
-
-fn inputs(
-    seed: u64,
-    (b, hq, hkv, lq, lk, d, dv): (usize, usize, usize, usize, usize, usize, usize),
-) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
-    let mut rng = Rng::new(seed);
-    (
-        rng.array4((b, hq, lq, d)),
-        rng.array4((b, hkv, lk, d)),
-        rng.array4((b, hkv, lk, dv)),
-    )
-}
 
 fn staged<'a>() -> AttentionOptions<'a> {
     AttentionOptions {
@@ -34,7 +22,7 @@ fn tile_edge_shapes() {
     for l in [1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129] {
         for d in [1, 16, 17, 64] {
             seed += 1;
-            let (q, k, v) = inputs(seed, (1, 2, 2, l, l, d, d));
+            let (q, k, v) = qkv(seed, (1, 2, 2), (l, l), (d, d));
             check_against_reference(&format!("L={l} D={d}"), &q, &k, &v, &staged());
         }
     }
@@ -48,7 +36,7 @@ fn cross_attention_and_value_width() {
         (129, 17, 16, 65),
         (33, 1, 8, 3),
     ] {
-        let (q, k, v) = inputs(lq as u64, (2, 2, 2, lq, lk, d, dv));
+        let (q, k, v) = qkv(lq as u64, (2, 2, 2), (lq, lk), (d, dv));
         check_against_reference(
             &format!("Lq={lq} Lk={lk} D={d} Dv={dv}"),
             &q,
@@ -62,7 +50,12 @@ fn cross_attention_and_value_width() {
 #[test]
 fn grouped_and_multi_query_heads() {
     for (hq, hkv) in [(8, 2), (6, 3), (4, 1), (5, 5)] {
-        let (q, k, v) = inputs(hq as u64 * 10 + hkv as u64, (2, hq, hkv, 17, 33, 16, 16));
+        let (q, k, v) = qkv(
+            hq as u64 * 10 + hkv as u64,
+            (2, hq, hkv),
+            (17, 33),
+            (16, 16),
+        );
         let opts = AttentionOptions {
             causal: true,
             ..staged()
@@ -75,7 +68,7 @@ fn grouped_and_multi_query_heads() {
 fn causal_alignments_and_windows() {
     let shapes = [(16, 16), (20, 48), (48, 20), (1, 64)];
     for (lq, lk) in shapes {
-        let (q, k, v) = inputs(lq as u64 + lk as u64, (1, 2, 1, lq, lk, 32, 32));
+        let (q, k, v) = qkv(lq as u64 + lk as u64, (1, 2, 1), (lq, lk), (32, 32));
         for alignment in [Alignment::TopLeft, Alignment::BottomRight] {
             for causal in [false, true] {
                 for window in [
@@ -105,7 +98,7 @@ fn causal_alignments_and_windows() {
 #[test]
 fn boolean_masks_of_every_rank() {
     let (b, h, lq, lk) = (2, 3, 17, 33);
-    let (q, k, v) = inputs(7, (b, h, 3, lq, lk, 16, 16));
+    let (q, k, v) = qkv(7, (b, h, 3), (lq, lk), (16, 16));
     let mut rng = Rng::new(99);
     for shape in [
         vec![lq, lk],
@@ -116,7 +109,7 @@ fn boolean_masks_of_every_rank() {
         vec![b, h, lq, lk],
         vec![1, 1, 1, lk],
     ] {
-        let mask: ArrayD<bool> = Array::from_shape_simple_fn(IxDyn(&shape), || rng.uniform() < 0.6);
+        let mask = rng.bool_mask(&shape, 0.6);
         let opts = AttentionOptions {
             mask: Some(Mask::Bool(mask.view())),
             ..staged()
@@ -128,16 +121,10 @@ fn boolean_masks_of_every_rank() {
 #[test]
 fn additive_masks_with_negative_infinity() {
     let (b, h, lq, lk) = (2, 2, 16, 40);
-    let (q, k, v) = inputs(8, (b, h, 2, lq, lk, 16, 16));
+    let (q, k, v) = qkv(8, (b, h, 2), (lq, lk), (16, 16));
     let mut rng = Rng::new(5);
     for shape in [vec![lq, lk], vec![b, 1, lq, lk], vec![h, 1, lk]] {
-        let mask: ArrayD<f32> = Array::from_shape_simple_fn(IxDyn(&shape), || {
-            if rng.uniform() < 0.3 {
-                f32::NEG_INFINITY
-            } else {
-                rng.normal()
-            }
-        });
+        let mask = rng.additive_mask(&shape, 0.3);
         let opts = AttentionOptions {
             mask: Some(Mask::Additive(mask.view())),
             causal: true,
@@ -149,7 +136,7 @@ fn additive_masks_with_negative_infinity() {
 
 #[test]
 fn key_lengths_and_scale() {
-    let (q, k, v) = inputs(9, (3, 2, 2, 17, 31, 16, 16));
+    let (q, k, v) = qkv(9, (3, 2, 2), (17, 31), (16, 16));
     let lens = [31, 9, 0];
     let opts = AttentionOptions {
         kv_lens: Some(&lens),
@@ -168,33 +155,19 @@ fn key_lengths_and_scale() {
 
 #[test]
 fn head_dim_128_and_long_sequence() {
-    let (q, k, v) = inputs(10, (1, 2, 1, 129, 129, 128, 128));
-    check_against_reference(
-        "D=128",
-        &q,
-        &k,
-        &v,
-        &AttentionOptions {
-            causal: true,
-            ..staged()
-        },
-    );
-    let (q, k, v) = inputs(11, (1, 1, 1, 2048, 2048, 32, 32));
-    check_against_reference(
-        "L=2048",
-        &q,
-        &k,
-        &v,
-        &AttentionOptions {
-            causal: true,
-            ..staged()
-        },
-    );
+    let opts = AttentionOptions {
+        causal: true,
+        ..staged()
+    };
+    let (q, k, v) = qkv(10, (1, 2, 1), (129, 129), (128, 128));
+    check_against_reference("D=128", &q, &k, &v, &opts);
+    let (q, k, v) = qkv(11, (1, 1, 1), (2048, 2048), (32, 32));
+    check_against_reference("L=2048", &q, &k, &v, &opts);
 }
 
 #[test]
 fn fully_masked_rows_are_zero_with_negative_infinite_lse() {
-    let (q, k, v) = inputs(12, (1, 1, 1, 4, 6, 8, 8));
+    let (q, k, v) = qkv(12, (1, 1, 1), (4, 6), (8, 8));
     // Row 1 allows nothing; the others allow some keys.
     let mask = ndarray::arr2(&[
         [true, false, true, false, false, false],
@@ -207,21 +180,16 @@ fn fully_masked_rows_are_zero_with_negative_infinite_lse() {
         mask: Some(Mask::Bool(mask.view())),
         ..staged()
     };
-    let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
-    assert!(gpu
-        .out
-        .slice(ndarray::s![0, 0, 1, ..])
-        .iter()
-        .all(|&x| x == 0.0));
+    let gpu = check_against_reference("fully masked row", &q, &k, &v, &opts);
+    assert!(gpu.out.slice(s![0, 0, 1, ..]).iter().all(|&x| x == 0.0));
     assert!(gpu
         .weights
         .as_ref()
         .unwrap()
-        .slice(ndarray::s![0, 0, 1, ..])
+        .slice(s![0, 0, 1, ..])
         .iter()
         .all(|&x| x == 0.0));
     assert_eq!(gpu.lse.as_ref().unwrap()[[0, 0, 1]], f32::NEG_INFINITY);
-    check_against_reference("fully masked row", &q, &k, &v, &opts);
     // Key length 0 and an all -inf additive row mask everything too.
     let lens = [0];
     check_against_reference(
@@ -248,7 +216,7 @@ fn fully_masked_rows_are_zero_with_negative_infinite_lse() {
 
 #[test]
 fn nan_propagates_only_where_it_touches() {
-    let (mut q, k, mut v) = inputs(13, (1, 2, 1, 5, 7, 8, 8));
+    let (mut q, k, mut v) = qkv(13, (1, 2, 1), (5, 7), (8, 8));
     q[[0, 0, 2, 3]] = f32::NAN; // poisons row 2 of head 0 only
     v[[0, 0, 6, 1]] = f32::NAN; // key 6: causal rows below 6 never see it
     let opts = AttentionOptions {
@@ -256,26 +224,17 @@ fn nan_propagates_only_where_it_touches() {
         alignment: Alignment::TopLeft,
         ..staged()
     };
-    let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
-    assert!(gpu
-        .out
-        .slice(ndarray::s![0, 0, 2, ..])
-        .iter()
-        .all(|x| x.is_nan()));
+    let gpu = check_against_reference("NaN in q and v", &q, &k, &v, &opts);
+    assert!(gpu.out.slice(s![0, 0, 2, ..]).iter().all(|x| x.is_nan()));
     assert!(gpu.lse.as_ref().unwrap()[[0, 0, 2]].is_nan());
-    assert!(gpu
-        .out
-        .slice(ndarray::s![0, 1, 2, ..])
-        .iter()
-        .all(|x| x.is_finite()));
+    assert!(gpu.out.slice(s![0, 1, 2, ..]).iter().all(|x| x.is_finite()));
     assert!(
         gpu.out
-            .slice(ndarray::s![0, .., 4, ..])
+            .slice(s![0, .., 4, ..])
             .iter()
             .all(|x| x.is_finite()),
         "masked NaN in V leaked"
     );
-    check_against_reference("NaN in q and v", &q, &k, &v, &opts);
     // Bottom-right with Lq < Lk: every row sees key 6, so column 1 is NaN in every row.
     let opts = AttentionOptions {
         causal: true,
@@ -287,7 +246,7 @@ fn nan_propagates_only_where_it_touches() {
 
 #[test]
 fn large_logits_do_not_overflow() {
-    let (q, k, v) = inputs(14, (1, 2, 2, 17, 17, 4, 4));
+    let (q, k, v) = qkv(14, (1, 2, 2), (17, 17), (4, 4));
     let opts = AttentionOptions {
         scale: Some(2500.0),
         ..staged()
@@ -297,7 +256,7 @@ fn large_logits_do_not_overflow() {
 
 #[test]
 fn outputs_not_requested_are_not_returned() {
-    let (q, k, v) = inputs(15, (1, 2, 2, 9, 9, 8, 8));
+    let (q, k, v) = qkv(15, (1, 2, 2), (9, 9), (8, 8));
     let opts = AttentionOptions {
         path: KernelPath::Staged,
         ..Default::default()
