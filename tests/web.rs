@@ -13,7 +13,7 @@ mod common;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use common::{assert_close, Rng, ATOL, RTOL};
+use common::{assert_close, qkv, Rng, ATOL, RTOL};
 use ndarray::{Array, Array2, Array4, ArrayD, IxDyn};
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_attention::{
@@ -59,8 +59,51 @@ fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> GpuTensor {
         .unwrap_or_else(|e| panic!("allocating a {shape:?} output: {e}"))
 }
 
-/// Runs `opts` on the GPU into NaN-filled outputs and checks out, weights and lse
-/// against the CPU reference.
+/// Runs `opts` on the GPU into NaN-filled outputs (weights and lse where asked for) and
+/// checks every requested output against the CPU reference.
+async fn check_requested(
+    what: &str,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &AttentionOptions<'_>,
+) {
+    let ctx = ctx().await;
+    let upload = |a: &Array4<f32>| {
+        GpuTensor::from_array(&ctx, a.view().into_dyn())
+            .unwrap_or_else(|e| panic!("{what}: uploading {:?}: {e}", a.shape()))
+    };
+    let (qs, vs) = (q.shape(), v.shape());
+    let (b, h, lq, lk) = (qs[0], qs[1], qs[2], k.shape()[2]);
+    let outputs = GpuOutputs {
+        out: nan_tensor(&ctx, &[b, h, lq, vs[3]]),
+        weights: opts
+            .return_weights
+            .then(|| nan_tensor(&ctx, &[b, h, lq, lk])),
+        lse: opts.return_lse.then(|| nan_tensor(&ctx, &[b, h, lq])),
+    };
+    attention_gpu_into_async(&ctx, &upload(q), &upload(k), &upload(v), opts, &outputs)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: GPU call failed: {e}"));
+    let gpu = outputs
+        .read_async(&ctx)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: readback failed: {e}"));
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), opts)
+        .unwrap_or_else(|e| panic!("{what}: CPU reference failed: {e}"));
+    let name = |part: &str| format!("{what}: {part}");
+    assert_close(&name("out"), gpu.out.view(), cpu.out.view(), ATOL, RTOL);
+    if opts.return_weights {
+        let (gw, cw) = (gpu.weights.expect("weights"), cpu.weights.expect("weights"));
+        assert_close(&name("weights"), gw.view(), cw.view(), ATOL, RTOL);
+    }
+    if opts.return_lse {
+        let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
+        assert_close(&name("lse"), gl.view(), cl.view(), ATOL, RTOL);
+    }
+}
+
+/// [`check_requested`] with weights and lse both asked for.
 async fn check(
     what: &str,
     q: &Array4<f32>,
@@ -73,47 +116,7 @@ async fn check(
         return_lse: true,
         ..opts
     };
-    let ctx = ctx().await;
-    let upload = |a: &Array4<f32>| {
-        GpuTensor::from_array(&ctx, a.view().into_dyn())
-            .unwrap_or_else(|e| panic!("{what}: uploading {:?}: {e}", a.shape()))
-    };
-    let (qs, vs) = (q.shape(), v.shape());
-    let (b, h, lq, lk) = (qs[0], qs[1], qs[2], k.shape()[2]);
-    let outputs = GpuOutputs {
-        out: nan_tensor(&ctx, &[b, h, lq, vs[3]]),
-        weights: Some(nan_tensor(&ctx, &[b, h, lq, lk])),
-        lse: Some(nan_tensor(&ctx, &[b, h, lq])),
-    };
-    attention_gpu_into_async(&ctx, &upload(q), &upload(k), &upload(v), &opts, &outputs)
-        .await
-        .unwrap_or_else(|e| panic!("{what}: GPU call failed: {e}"));
-    let gpu = outputs
-        .read_async(&ctx)
-        .await
-        .unwrap_or_else(|e| panic!("{what}: readback failed: {e}"));
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts)
-        .unwrap_or_else(|e| panic!("{what}: CPU reference failed: {e}"));
-    let name = |part: &str| format!("{what}: {part}");
-    assert_close(&name("out"), gpu.out.view(), cpu.out.view(), ATOL, RTOL);
-    let (gw, cw) = (gpu.weights.expect("weights"), cpu.weights.expect("weights"));
-    assert_close(&name("weights"), gw.view(), cw.view(), ATOL, RTOL);
-    let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
-    assert_close(&name("lse"), gl.view(), cl.view(), ATOL, RTOL);
-}
-
-fn inputs(
-    seed: u64,
-    (b, hq, hkv): (usize, usize, usize),
-    (lq, lk): (usize, usize),
-    (d, dv): (usize, usize),
-) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
-    let mut rng = Rng::new(seed);
-    (
-        rng.array4((b, hq, lq, d)),
-        rng.array4((b, hkv, lk, d)),
-        rng.array4((b, hkv, lk, dv)),
-    )
+    check_requested(what, q, k, v, &opts).await;
 }
 
 #[wasm_bindgen_test]
@@ -135,7 +138,7 @@ async fn the_adapter_is_the_browsers_webgpu() {
 
 #[wasm_bindgen_test]
 async fn causal_multi_head() {
-    let (q, k, v) = inputs(1, (2, 3, 3), (33, 33), (16, 16));
+    let (q, k, v) = qkv(1, (2, 3, 3), (33, 33), (16, 16));
     let opts = AttentionOptions {
         causal: true,
         ..Default::default()
@@ -147,14 +150,14 @@ async fn causal_multi_head() {
 #[wasm_bindgen_test]
 async fn lengths_straddling_subgroup_and_workgroup_edges() {
     for (seed, lk) in [(2, 1), (3, 3), (4, 5), (5, 129)] {
-        let (q, k, v) = inputs(seed, (1, 2, 2), (6, lk), (8, 5));
+        let (q, k, v) = qkv(seed, (1, 2, 2), (6, lk), (8, 5));
         check(&format!("lk={lk}"), &q, &k, &v, AttentionOptions::default()).await;
     }
 }
 
 #[wasm_bindgen_test]
 async fn boolean_mask_broadcast_with_an_empty_row() {
-    let (q, k, v) = inputs(6, (2, 2, 2), (9, 12), (8, 8));
+    let (q, k, v) = qkv(6, (2, 2, 2), (9, 12), (8, 8));
     // (Lq, Lk), broadcast over batch and heads; row 4 allows nothing.
     let mask = Array2::from_shape_fn((9, 12), |(i, j)| i != 4 && (i + 2 * j) % 3 != 0);
     let opts = AttentionOptions {
@@ -166,7 +169,7 @@ async fn boolean_mask_broadcast_with_an_empty_row() {
 
 #[wasm_bindgen_test]
 async fn additive_mask_with_neg_inf() {
-    let (q, k, v) = inputs(7, (1, 2, 2), (7, 10), (16, 8));
+    let (q, k, v) = qkv(7, (1, 2, 2), (7, 10), (16, 8));
     let mut rng = Rng::new(70);
     let bias = Array::from_shape_fn((1, 2, 7, 10), |(_, h, i, j)| {
         if (h + i + j) % 5 == 0 {
@@ -184,19 +187,19 @@ async fn additive_mask_with_neg_inf() {
 
 #[wasm_bindgen_test]
 async fn grouped_query_and_multi_query_heads() {
-    let (q, k, v) = inputs(8, (2, 6, 2), (11, 11), (16, 24));
+    let (q, k, v) = qkv(8, (2, 6, 2), (11, 11), (16, 24));
     let opts = AttentionOptions {
         causal: true,
         ..Default::default()
     };
     check("gqa 6/2", &q, &k, &v, opts).await;
-    let (q, k, v) = inputs(9, (1, 4, 1), (5, 17), (8, 8));
+    let (q, k, v) = qkv(9, (1, 4, 1), (5, 17), (8, 8));
     check("mqa 4/1", &q, &k, &v, AttentionOptions::default()).await;
 }
 
 #[wasm_bindgen_test]
 async fn cross_attention_with_key_padding() {
-    let (q, k, v) = inputs(10, (2, 2, 2), (7, 19), (12, 20));
+    let (q, k, v) = qkv(10, (2, 2, 2), (7, 19), (12, 20));
     let lens = [19, 6];
     let opts = AttentionOptions {
         kv_lens: Some(&lens[..]),
@@ -208,7 +211,7 @@ async fn cross_attention_with_key_padding() {
 
 #[wasm_bindgen_test]
 async fn bottom_right_causal_window() {
-    let (q, k, v) = inputs(11, (1, 2, 1), (4, 21), (8, 8));
+    let (q, k, v) = qkv(11, (1, 2, 1), (4, 21), (8, 8));
     let opts = AttentionOptions {
         causal: true,
         alignment: Alignment::BottomRight,
@@ -221,7 +224,7 @@ async fn bottom_right_causal_window() {
 /// The host-array entry point, the one a web page calls.
 #[wasm_bindgen_test]
 async fn attention_async_matches_the_reference() {
-    let (q, k, v) = inputs(12, (1, 2, 2), (8, 8), (8, 8));
+    let (q, k, v) = qkv(12, (1, 2, 2), (8, 8), (8, 8));
     let ctx = ctx().await;
     let opts = AttentionOptions::default();
     let gpu = attention_async(&ctx, q.view(), k.view(), v.view(), &opts)
@@ -243,7 +246,7 @@ async fn attention_async_matches_the_reference() {
 async fn f16_says_when_it_is_unavailable() {
     let ctx = ctx().await;
     let has_f16 = ctx.features().contains(wgpu::Features::SHADER_F16);
-    let (q, k, v) = inputs(13, (1, 1, 1), (4, 4), (8, 8));
+    let (q, k, v) = qkv(13, (1, 1, 1), (4, 4), (8, 8));
     let opts = AttentionOptions {
         precision: Precision::F16,
         ..Default::default()
@@ -268,13 +271,12 @@ async fn f16_says_when_it_is_unavailable() {
 /// The fused and decode kernels (the default without weights), into NaN-filled outputs.
 #[wasm_bindgen_test]
 async fn fused_and_decode_paths() {
-    let ctx = ctx().await;
     let keep = Array2::from_shape_fn((5, 70), |(i, j)| (i * 7 + j) % 5 != 0).into_dyn();
     for (n, path) in [KernelPath::Fused, KernelPath::Decode]
         .into_iter()
         .enumerate()
     {
-        let (q, k, v) = inputs(20 + n as u64, (2, 4, 2), (5, 70), (16, 8));
+        let (q, k, v) = qkv(20 + n as u64, (2, 4, 2), (5, 70), (16, 8));
         let opts = AttentionOptions {
             path,
             causal: true,
@@ -283,21 +285,6 @@ async fn fused_and_decode_paths() {
             return_lse: true,
             ..Default::default()
         };
-        let upload =
-            |a: &Array4<f32>| GpuTensor::from_array(&ctx, a.view().into_dyn()).expect("upload");
-        let outputs = GpuOutputs {
-            out: nan_tensor(&ctx, &[2, 4, 5, 8]),
-            weights: None,
-            lse: Some(nan_tensor(&ctx, &[2, 4, 5])),
-        };
-        attention_gpu_into_async(&ctx, &upload(&q), &upload(&k), &upload(&v), &opts, &outputs)
-            .await
-            .unwrap_or_else(|e| panic!("{path:?}: {e}"));
-        let gpu = outputs.read_async(&ctx).await.expect("readback");
-        let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("reference");
-        let what = format!("{path:?}");
-        assert_close(&what, gpu.out.view(), cpu.out.view(), ATOL, RTOL);
-        let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
-        assert_close(&what, gl.view(), cl.view(), ATOL, RTOL);
+        check_requested(&format!("{path:?}"), &q, &k, &v, &opts).await;
     }
 }
