@@ -7,7 +7,9 @@ use common::*;
 use ndarray::{Array, Array4, IxDyn};
 use wgpu_attention::{attention, attention_cpu, AttentionError, AttentionOptions, Mask, Window};
 
-fn zeros(shape: (usize, usize, usize, usize)) -> Array4<f32> {
+type Shape = (usize, usize, usize, usize);
+
+fn zeros(shape: Shape) -> Array4<f32> {
     Array4::zeros(shape)
 }
 
@@ -35,76 +37,44 @@ fn rejects(
     }
 }
 
+/// [`rejects`] for zero-filled q, k and v of the given shapes and default options.
+fn rejects_shapes((q, k, v): (Shape, Shape, Shape), arg: &str, needles: &[&str]) {
+    rejects(
+        &zeros(q),
+        &zeros(k),
+        &zeros(v),
+        &Default::default(),
+        arg,
+        needles,
+    );
+}
+
 #[test]
 fn mismatched_shapes() {
-    let q = zeros((1, 2, 5, 8));
-    rejects(
-        &q,
-        &zeros((1, 2, 5, 16)),
-        &zeros((1, 2, 5, 8)),
-        &Default::default(),
+    let q = (1, 2, 5, 8);
+    rejects_shapes(
+        (q, (1, 2, 5, 16), (1, 2, 5, 8)),
         "k",
         &["[1, 2, 5, 8]", "[1, 2, 5, 16]"],
     );
-    rejects(
-        &q,
-        &zeros((2, 2, 5, 8)),
-        &zeros((2, 2, 5, 8)),
-        &Default::default(),
-        "k",
-        &["batch"],
-    );
-    rejects(
-        &q,
-        &zeros((1, 2, 5, 8)),
-        &zeros((1, 2, 6, 8)),
-        &Default::default(),
-        "v",
-        &["[1, 2, 6, 8]"],
-    );
+    rejects_shapes((q, (2, 2, 5, 8), (2, 2, 5, 8)), "k", &["batch"]);
+    rejects_shapes((q, (1, 2, 5, 8), (1, 2, 6, 8)), "v", &["[1, 2, 6, 8]"]);
 }
 
 #[test]
 fn heads_not_a_multiple() {
-    let kv = zeros((1, 2, 5, 8));
-    rejects(
-        &zeros((1, 3, 5, 8)),
-        &kv,
-        &kv,
-        &Default::default(),
-        "k",
-        &["3", "2", "multiple"],
-    );
+    let kv = (1, 2, 5, 8);
+    rejects_shapes(((1, 3, 5, 8), kv, kv), "k", &["3", "2", "multiple"]);
 }
 
 #[test]
 fn zero_size_dimensions() {
-    let kv = zeros((1, 1, 5, 8));
-    rejects(
-        &zeros((1, 1, 0, 8)),
-        &kv,
-        &kv,
-        &Default::default(),
-        "q",
-        &["zero-size", "[1, 1, 0, 8]"],
-    );
-    let q = zeros((0, 1, 5, 8));
-    rejects(
-        &q,
-        &zeros((0, 1, 5, 8)),
-        &zeros((0, 1, 5, 8)),
-        &Default::default(),
-        "q",
-        &["zero-size"],
-    );
-    rejects(
-        &zeros((1, 1, 5, 8)),
-        &zeros((1, 1, 0, 8)),
-        &zeros((1, 1, 0, 8)),
-        &Default::default(),
-        "k",
-        &["zero-size"],
-    );
+    let kv = (1, 1, 5, 8);
+    rejects_shapes(((1, 1, 0, 8), kv, kv), "q", &["zero-size", "[1, 1, 0, 8]"]);
+    let empty_batch = (0, 1, 5, 8);
+    rejects_shapes((empty_batch, empty_batch, empty_batch), "q", &["zero-size"]);
+    let no_keys = (1, 1, 0, 8);
+    rejects_shapes(((1, 1, 5, 8), no_keys, no_keys), "k", &["zero-size"]);
 }
 
 #[test]
@@ -129,41 +99,24 @@ fn masks_that_do_not_broadcast() {
 #[test]
 fn bad_key_lengths_and_scale() {
     let (q, kv) = (zeros((2, 1, 5, 8)), zeros((2, 1, 7, 8)));
-    let lens = [7];
+    let with_lens = |lens: &'static [u32]| AttentionOptions {
+        kv_lens: Some(lens),
+        ..Default::default()
+    };
+    rejects(&q, &kv, &kv, &with_lens(&[7]), "kv_lens", &["(2,)", "(1,)"]);
     rejects(
         &q,
         &kv,
         &kv,
-        &AttentionOptions {
-            kv_lens: Some(&lens),
-            ..Default::default()
-        },
-        "kv_lens",
-        &["(2,)", "(1,)"],
-    );
-    let lens = [7, 8];
-    rejects(
-        &q,
-        &kv,
-        &kv,
-        &AttentionOptions {
-            kv_lens: Some(&lens),
-            ..Default::default()
-        },
+        &with_lens(&[7, 8]),
         "kv_lens",
         &["8", "Lk = 7"],
     );
-    rejects(
-        &q,
-        &kv,
-        &kv,
-        &AttentionOptions {
-            scale: Some(f32::NAN),
-            ..Default::default()
-        },
-        "scale",
-        &["finite"],
-    );
+    let nan_scale = AttentionOptions {
+        scale: Some(f32::NAN),
+        ..Default::default()
+    };
+    rejects(&q, &kv, &kv, &nan_scale, "scale", &["finite"]);
 }
 
 #[test]
