@@ -2,68 +2,17 @@
 //! reference, the input formats it accepts, the exit codes and one-line messages of
 //! every bad input, and the demo and `info`.
 
+mod cli_common;
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
+use cli_common::{cli, stderr_of, TempDir};
 use common::{assert_close, Rng, ATOL, RTOL};
-use ndarray::{Array, Array1, Array2, Array3, Array4, ArrayD, Dimension};
-use ndarray_npy::{read_npy, write_npy, WritableElement};
+use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
+use ndarray_npy::read_npy;
 use wgpu_attention::{attention_cpu, Alignment, AttentionOptions, Mask, Window};
-
-/// A fresh directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("wgpu-attention-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-
-    fn path(&self, file: &str) -> PathBuf {
-        self.0.join(file)
-    }
-
-    /// Writes `a` as `file` and returns its path as a string for the command line.
-    fn npy<A: WritableElement, D: Dimension>(&self, file: &str, a: &Array<A, D>) -> String {
-        let path = self.path(file);
-        write_npy(&path, a).expect("write npy");
-        path.to_string_lossy().into_owned()
-    }
-
-    /// Writes raw bytes as `file`.
-    fn raw(&self, file: &str, bytes: &[u8]) -> String {
-        let path = self.path(file);
-        std::fs::write(&path, bytes).expect("write file");
-        path.to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
-        .args(args)
-        .output()
-        .expect("start wgpu-attention")
-}
-
-/// stderr without the Vulkan loader's warning about XDG_RUNTIME_DIR on headless machines.
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .filter(|l| !l.contains("XDG_RUNTIME_DIR"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn assert_success(what: &str, out: &Output) {
     assert_eq!(
@@ -453,18 +402,17 @@ fn bad_inputs_exit_2_naming_the_flag() {
     let header_cut = dir.raw("header_cut.npy", &full[..40]);
     let not_npy = dir.raw("not_npy.npy", b"q,k,v\n1,2,3\n");
     let empty = dir.raw("empty.npy", b"");
-    let missing = dir.path("missing.npy").to_string_lossy().into_owned();
-    let out = dir.path("out.npy").to_string_lossy().into_owned();
-    let out_nodir = dir
-        .path("no/such/dir/out.npy")
-        .to_string_lossy()
-        .into_owned();
+    let missing = dir.arg("missing.npy");
+    let out = dir.arg("out.npy");
+    let out_nodir = dir.arg("no/such/dir/out.npy");
 
     let run = |q: &str, k: &str, v: &str, extra: &[&str]| -> Vec<String> {
         let mut a = strings(&["run", "--q", q, "--k", k, "--v", v, "--out", &out]);
         a.extend(strings(extra));
         a
     };
+    // The good q, k and v with `extra` flags.
+    let flags = |extra: &[&str]| run(&q, &k, &v, extra);
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
         (
             "head dim",
@@ -477,39 +425,23 @@ fn bad_inputs_exit_2_naming_the_flag() {
         ("zero-size", run(&q_zero, &k, &v, &[]), "--q: zero-size"),
         ("int32 q", run(&q_int, &k, &v, &[]), "--q:"),
         ("complex q", run(&q_complex, &k, &v, &[]), "--q:"),
-        (
-            "mask broadcast",
-            run(&q, &k, &v, &["--mask", &mask_bad]),
-            "--mask:",
-        ),
-        (
-            "mask rank 1",
-            run(&q, &k, &v, &["--mask", &mask_rank1]),
-            "--mask:",
-        ),
-        (
-            "mask int",
-            run(&q, &k, &v, &["--mask", &mask_int]),
-            "--mask:",
-        ),
+        ("mask broadcast", flags(&["--mask", &mask_bad]), "--mask:"),
+        ("mask rank 1", flags(&["--mask", &mask_rank1]), "--mask:"),
+        ("mask int", flags(&["--mask", &mask_int]), "--mask:"),
         (
             "lens negative",
-            run(&q, &k, &v, &["--kv-lens", &lens_neg]),
+            flags(&["--kv-lens", &lens_neg]),
             "--kv-lens:",
         ),
         (
             "lens length",
-            run(&q, &k, &v, &["--kv-lens", &lens_len]),
+            flags(&["--kv-lens", &lens_len]),
             "--kv-lens:",
         ),
-        (
-            "lens > Lk",
-            run(&q, &k, &v, &["--kv-lens", &lens_big]),
-            "--kv-lens:",
-        ),
+        ("lens > Lk", flags(&["--kv-lens", &lens_big]), "--kv-lens:"),
         (
             "lens float",
-            run(&q, &k, &v, &["--kv-lens", &lens_float]),
+            flags(&["--kv-lens", &lens_float]),
             "--kv-lens:",
         ),
         (
@@ -521,47 +453,22 @@ fn bad_inputs_exit_2_naming_the_flag() {
         ("header cut", run(&q, &header_cut, &v, &[]), "--k:"),
         ("not npy", run(&q, &k, &not_npy, &[]), "--v:"),
         ("empty file", run(&q, &k, &empty, &[]), "--v:"),
-        ("scale nan", run(&q, &k, &v, &["--scale", "nan"]), "--scale"),
-        (
-            "scale text",
-            run(&q, &k, &v, &["--scale", "big"]),
-            "--scale",
-        ),
-        (
-            "window side",
-            run(&q, &k, &v, &["--window", "-2,0"]),
-            "--window",
-        ),
-        (
-            "window arity",
-            run(&q, &k, &v, &["--window", "3"]),
-            "--window",
-        ),
+        ("scale nan", flags(&["--scale", "nan"]), "--scale"),
+        ("scale text", flags(&["--scale", "big"]), "--scale"),
+        ("window side", flags(&["--window", "-2,0"]), "--window"),
+        ("window arity", flags(&["--window", "3"]), "--window"),
         (
             "alignment conflict",
-            run(
-                &q,
-                &k,
-                &v,
-                &["--causal-bottom-right", "--align", "top-left"],
-            ),
+            flags(&["--causal-bottom-right", "--align", "top-left"]),
             "--causal-bottom-right",
         ),
-        (
-            "align value",
-            run(&q, &k, &v, &["--align", "middle"]),
-            "--align",
-        ),
-        (
-            "backend value",
-            run(&q, &k, &v, &["--backend", "tpu"]),
-            "--backend",
-        ),
-        ("unknown flag", run(&q, &k, &v, &["--bogus"]), "--bogus"),
+        ("align value", flags(&["--align", "middle"]), "--align"),
+        ("backend value", flags(&["--backend", "tpu"]), "--backend"),
+        ("unknown flag", flags(&["--bogus"]), "--bogus"),
         (
             "output directory",
             {
-                let mut a = run(&q, &k, &v, &[]);
+                let mut a = flags(&[]);
                 let last = a.len() - 1;
                 a[last] = out_nodir.clone();
                 a

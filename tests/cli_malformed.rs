@@ -3,35 +3,11 @@
 //! Fortran order. Every one exits 2 with a one-line message naming the flag, and none
 //! panics; the well-formed variants are read.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod cli_common;
 
-/// A fresh directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
+use std::process::Output;
 
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "wgpu-attention-malformed-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Self(dir)
-    }
-
-    fn write(&self, file: &str, bytes: &[u8]) -> String {
-        let path = self.0.join(file);
-        std::fs::write(&path, bytes).expect("write file");
-        path.to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use cli_common::{cli, stderr_of, TempDir};
 
 /// A `.npy` file: magic, version, header length (as given, or the true one), the
 /// header text padded NumPy's way, then `data`.
@@ -67,45 +43,70 @@ fn f32_data(n: usize) -> Vec<u8> {
         .collect()
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
-        .args(args)
-        .output()
-        .expect("start wgpu-attention")
-}
-
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .filter(|l| !l.contains("XDG_RUNTIME_DIR"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// K is (1, 2, 7, 8): 112 f32 values.
 const K_SHAPE: &str = "(1, 2, 7, 8)";
 const K_LEN: usize = 112;
 
-#[test]
-fn malformed_npy_files_exit_2_without_panicking() {
-    let dir = TempDir::new("bad");
-    let good = npy(
-        (1, 0),
+/// K as little-endian f32 in C order, under `version`, with the header length
+/// `claimed_len` (or the true one).
+fn k_npy(version: (u8, u8), claimed_len: Option<u32>) -> Vec<u8> {
+    npy(
+        version,
         &dict("'<f4'", "False", K_SHAPE),
         &f32_data(K_LEN),
-        None,
-    );
-    let q = dir.write(
-        "q.npy",
-        &npy(
-            (1, 0),
-            &dict("'<f4'", "False", "(1, 2, 5, 8)"),
-            &f32_data(80),
-            None,
-        ),
-    );
-    let v = dir.write("v.npy", &good);
-    let out = dir.0.join("out.npy").to_string_lossy().into_owned();
+        claimed_len,
+    )
+}
+
+/// Well-formed q (1, 2, 5, 8) and v (K's shape) in `dir`, and the output path: every
+/// case varies only K.
+struct Inputs {
+    dir: TempDir,
+    q: String,
+    v: String,
+    out: String,
+}
+
+impl Inputs {
+    fn new(name: &str) -> Self {
+        let dir = TempDir::new(name);
+        let q = dir.raw(
+            "q.npy",
+            &npy(
+                (1, 0),
+                &dict("'<f4'", "False", "(1, 2, 5, 8)"),
+                &f32_data(80),
+                None,
+            ),
+        );
+        let v = dir.raw("v.npy", &k_npy((1, 0), None));
+        let out = dir.arg("out.npy");
+        Self { dir, q, v, out }
+    }
+
+    /// Runs the CPU backend with `k_bytes` as K.
+    fn run_with_k(&self, k_bytes: &[u8]) -> Output {
+        let k = self.dir.raw("k.npy", k_bytes);
+        cli(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--q",
+            &self.q,
+            "--k",
+            &k,
+            "--v",
+            &self.v,
+            "--out",
+            &self.out,
+        ])
+    }
+}
+
+#[test]
+fn malformed_npy_files_exit_2_without_panicking() {
+    let inputs = Inputs::new("bad");
+    let good = k_npy((1, 0), None);
     let true_len = (good.len() - 4 * K_LEN - 10) as u32;
     let with = |dict_text: &str, data: &[u8]| npy((1, 0), dict_text, data, None);
     let shaped = |shape: &str, n: usize| with(&dict("'<f4'", "False", shape), &f32_data(n));
@@ -125,60 +126,21 @@ fn malformed_npy_files_exit_2_without_panicking() {
         ("magic without \\x93", no_x93),
         ("magic only", b"\x93NUMPY".to_vec()),
         ("version only", b"\x93NUMPY\x01\x00".to_vec()),
-        (
-            "unknown version 9.9",
-            npy(
-                (9, 9),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                None,
-            ),
-        ),
+        ("unknown version 9.9", k_npy((9, 9), None)),
         (
             "header length past the end of the file",
-            npy(
-                (1, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                Some(60_000),
-            ),
+            k_npy((1, 0), Some(60_000)),
         ),
-        (
-            "v2 header length of 4 GiB",
-            npy(
-                (2, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                Some(u32::MAX),
-            ),
-        ),
+        ("v2 header length of 4 GiB", k_npy((2, 0), Some(u32::MAX))),
         (
             "header length into the data",
-            npy(
-                (1, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                Some(true_len + 16),
-            ),
+            k_npy((1, 0), Some(true_len + 16)),
         ),
         (
             "header length short of the header",
-            npy(
-                (1, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                Some(true_len - 20),
-            ),
+            k_npy((1, 0), Some(true_len - 20)),
         ),
-        (
-            "header length zero",
-            npy(
-                (1, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                Some(0),
-            ),
-        ),
+        ("header length zero", k_npy((1, 0), Some(0))),
         ("non-ASCII header", non_ascii),
         (
             "header not a dictionary",
@@ -269,20 +231,7 @@ fn malformed_npy_files_exit_2_without_panicking() {
     ];
     let mut failures = Vec::new();
     for (what, bytes) in &cases {
-        let k = dir.write("k.npy", bytes);
-        let out_run = run(&[
-            "run",
-            "--backend",
-            "cpu",
-            "--q",
-            &q,
-            "--k",
-            &k,
-            "--v",
-            &v,
-            "--out",
-            &out,
-        ]);
+        let out_run = inputs.run_with_k(bytes);
         let msg = stderr_of(&out_run);
         let ok = out_run.status.code() == Some(2)
             && msg.lines().count() == 1
@@ -300,48 +249,13 @@ fn malformed_npy_files_exit_2_without_panicking() {
 
 #[test]
 fn well_formed_variants_are_read() {
-    let dir = TempDir::new("good");
-    let q = dir.write(
-        "q.npy",
-        &npy(
-            (1, 0),
-            &dict("'<f4'", "False", "(1, 2, 5, 8)"),
-            &f32_data(80),
-            None,
-        ),
-    );
-    let v = dir.write(
-        "v.npy",
-        &npy(
-            (1, 0),
-            &dict("'<f4'", "False", K_SHAPE),
-            &f32_data(K_LEN),
-            None,
-        ),
-    );
-    let out = dir.0.join("out.npy").to_string_lossy().into_owned();
+    let inputs = Inputs::new("good");
     let be: Vec<u8> = (0..K_LEN)
         .flat_map(|i| (i as f32 * 0.1).to_be_bytes())
         .collect();
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        (
-            "version 2.0",
-            npy(
-                (2, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                None,
-            ),
-        ),
-        (
-            "version 3.0",
-            npy(
-                (3, 0),
-                &dict("'<f4'", "False", K_SHAPE),
-                &f32_data(K_LEN),
-                None,
-            ),
-        ),
+        ("version 2.0", k_npy((2, 0), None)),
+        ("version 3.0", k_npy((3, 0), None)),
         (
             "Fortran order",
             npy(
@@ -366,20 +280,7 @@ fn well_formed_variants_are_read() {
         ),
     ];
     for (what, bytes) in &cases {
-        let k = dir.write("k.npy", bytes);
-        let o = run(&[
-            "run",
-            "--backend",
-            "cpu",
-            "--q",
-            &q,
-            "--k",
-            &k,
-            "--v",
-            &v,
-            "--out",
-            &out,
-        ]);
+        let o = inputs.run_with_k(bytes);
         assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr_of(&o));
     }
 }

@@ -1,0 +1,68 @@
+//! Helpers for the tests of the `wgpu-attention` binary: a temporary directory for its
+//! files, running it, and its stderr without the Vulkan loader's noise.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use ndarray::{Array, Dimension};
+use ndarray_npy::{write_npy, WritableElement};
+
+/// A fresh directory under the system temp dir, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// `name` must be unique within the test binary (tests run in parallel threads).
+    pub fn new(name: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("wgpu-attention-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        Self(dir)
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.0.join(file)
+    }
+
+    /// The path of `file` as a string for the command line.
+    pub fn arg(&self, file: &str) -> String {
+        self.path(file).to_string_lossy().into_owned()
+    }
+
+    /// Writes `a` as `file` and returns its path as a string for the command line.
+    pub fn npy<A: WritableElement, D: Dimension>(&self, file: &str, a: &Array<A, D>) -> String {
+        write_npy(self.path(file), a).expect("write npy");
+        self.arg(file)
+    }
+
+    /// Writes raw bytes as `file` and returns its path as a string for the command line.
+    pub fn raw(&self, file: &str, bytes: &[u8]) -> String {
+        std::fs::write(self.path(file), bytes).expect("write file");
+        self.arg(file)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the binary with `args`.
+pub fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+        .args(args)
+        .output()
+        .expect("start wgpu-attention")
+}
+
+/// stderr without the Vulkan loader's warning about XDG_RUNTIME_DIR on headless machines.
+pub fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| !l.contains("XDG_RUNTIME_DIR"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
