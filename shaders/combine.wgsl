@@ -11,18 +11,6 @@
 @group(0) @binding(3) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(4) var<uniform> split: Split;
 
-// Must match `SplitParams` in src/gpu/kernels/fused.rs (see fused.wgsl).
-struct Split {
-    splits: u32,
-    split_len: u32,
-    key_lo: u32,
-    key_hi: u32,
-    kv_first: u32,
-    kv_count: u32,
-    row_tiles: u32,
-    ml_base: u32,
-}
-
 override WG: u32 = 64u;
 
 @compute @workgroup_size(WG)

@@ -35,23 +35,6 @@
 @group(0) @binding(7) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(8) var<uniform> split: Split;
 
-// Must match `SplitParams` in src/gpu/kernels/fused.rs.
-struct Split {
-    // Key ranges per K/V head, and keys per range (a multiple of KEYS).
-    splits: u32,
-    split_len: u32,
-    // First key of range 0 (a multiple of KEYS), and the end of the last range.
-    key_lo: u32,
-    key_hi: u32,
-    // Flattened K/V heads of the chunk: kv_first .. kv_first + kv_count.
-    kv_first: u32,
-    kv_count: u32,
-    // Row tiles per K/V head.
-    row_tiles: u32,
-    // With PARTIAL: index in `dst` where the (m, l) pairs start; outputs come first.
-    ml_base: u32,
-}
-
 // Invocations per workgroup.
 override WG: u32 = 64u;
 // Rows per invocation; ROWS * HEAD_DIM4 and ROWS * HEAD_DIM_V4 must not exceed REG4,
@@ -81,16 +64,6 @@ var<workgroup> v_nonfinite: array<atomic<u32>, 2>;
 
 fn all_finite(x: vec4<f32>) -> bool {
     return all((bitcast<vec4<u32>>(x) & vec4(0x7f800000u)) != vec4(0x7f800000u));
-}
-
-// Query head and chunk-local row of virtual row t among `nh` heads from `heads_lo`.
-struct Row {
-    bh: u32,
-    lrow: u32,
-}
-
-fn row_of(t: u32, heads_lo: u32, nh: u32) -> Row {
-    return Row(heads_lo + t % nh, t / nh);
 }
 
 @compute @workgroup_size(WG)

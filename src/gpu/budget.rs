@@ -1,4 +1,5 @@
-//! How many keys one workgroup of the fused kernel may loop over on this adapter.
+//! How many keys one workgroup of the fused or decode kernel may loop over on this
+//! adapter.
 //!
 //! Some software drivers cap the loop iterations one invocation may run in total
 //! (llvmpipe, behind lavapipe, stops every loop once a shared counter of 65,535 back
@@ -7,18 +8,20 @@
 //! log-sum-exp is ln(keys actually visited). Where the loop was cut short, launches keep
 //! every workgroup's key range to half of what the probe visited (the masked path runs
 //! more iterations per tile than the probe's) and merge the ranges like split-KV
-//! decoding. Hardware adapters are not probed.
+//! decoding. The decode kernel's configurations are probed the same way, in one key
+//! range. Hardware adapters are not probed.
 
 use crate::error::Result;
 use crate::gpu::context::GpuContext;
+use crate::gpu::decode::FirstPass;
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::fused::{vec4s, FusedConfig};
+use crate::gpu::kernels::fused::vec4s;
 use crate::problem::Problem;
 
 /// What a budget depends on: the pipeline (configuration, head dims, storage type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct BudgetKey {
-    cfg: FusedConfig,
+    pass: FirstPass,
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
@@ -27,7 +30,7 @@ pub(crate) struct BudgetKey {
 /// Keys the probe offers: more than any problem is likely to loop over per workgroup.
 const PROBE_KEYS: u64 = 1 << 17;
 
-/// Keys one workgroup of `cfg` may visit for `p`, or `None` when the adapter showed no
+/// Keys one workgroup of `pass` may visit for `p`, or `None` when the adapter showed no
 /// limit.
 ///
 /// # Errors
@@ -36,13 +39,13 @@ pub(crate) async fn key_budget(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-    cfg: FusedConfig,
+    pass: FirstPass,
 ) -> Result<Option<u64>> {
     if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
         return Ok(None);
     }
     let key = BudgetKey {
-        cfg,
+        pass,
         elem,
         dim4: vec4s(p.dim),
         dim_v4: vec4s(p.dim_v),
@@ -50,7 +53,7 @@ pub(crate) async fn key_budget(
     if let Some(b) = ctx.tuning.budget(&key) {
         return Ok(b);
     }
-    let budget = probe::run(ctx, p, elem, cfg).await?;
+    let budget = probe::run(ctx, p, elem, pass).await?;
     ctx.tuning.remember_budget(key, budget);
     Ok(budget)
 }
@@ -58,9 +61,10 @@ pub(crate) async fn key_budget(
 mod probe {
     use super::*;
     use crate::gpu::buffers;
-    use crate::gpu::fused;
+    use crate::gpu::kernels::combine::KeySplit;
     use crate::gpu::readback::read_ranges;
     use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+    use crate::gpu::{decode, fused};
     use crate::options::AttentionOptions;
     use crate::problem::validate;
 
@@ -73,10 +77,10 @@ mod probe {
         ctx: &GpuContext,
         p: &Problem,
         elem: Elem,
-        cfg: FusedConfig,
+        pass: FirstPass,
     ) -> Result<Option<u64>> {
         let row_bytes = p.dim.max(p.dim_v) as u64 * elem.bytes();
-        let keys = u64::from(cfg.keys);
+        let keys = u64::from(pass.tile_keys());
         let offered = (ctx.max_binding() / row_bytes / keys * keys).min(PROBE_KEYS);
         // Bindings too small for one tile: the plan reports that; and no workgroup can
         // loop over more keys than one binding holds anyway.
@@ -100,26 +104,33 @@ mod probe {
         let out = zeros(ctx, p.dim_v as u64 * 4)?;
         let lse = zeros(ctx, 4)?;
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        fused::record_direct(
-            ctx,
-            &mut encoder,
-            &pp,
-            elem,
-            cfg,
-            &ForwardInputs {
-                q: &q,
-                k: &k,
-                v: &v,
-                mask: None,
-                kv_lens: None,
-            },
-            &ForwardOutputs {
-                out: &out,
-                lse: Some(&lse),
-                weights: None,
-            },
-        )
-        .await?;
+        let inputs = ForwardInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+            mask: None,
+            kv_lens: None,
+        };
+        let outputs = ForwardOutputs {
+            out: &out,
+            lse: Some(&lse),
+            weights: None,
+        };
+        match pass {
+            FirstPass::Fused(cfg) => {
+                fused::record_direct(ctx, &mut encoder, &pp, elem, cfg, &inputs, &outputs).await?
+            }
+            FirstPass::Decode(_) => {
+                // One key range: the whole key loop in one workgroup.
+                let how = KeySplit {
+                    tile_keys: pass.tile_keys(),
+                    workgroups: 1,
+                    budget: None,
+                };
+                decode::record_split(ctx, &mut encoder, &pp, elem, pass, how, &inputs, &outputs)
+                    .await?
+            }
+        };
         ctx.queue.submit([encoder.finish()]);
         let read = read_ranges(ctx, &[(&lse, 0, 4)]).await?;
         let lse = read.first().and_then(|v| v.first()).copied().unwrap_or(0.0);

@@ -1,6 +1,11 @@
-//! The split-KV decode forward: per chunk, the fused kernel writes partials for key
-//! ranges in parallel, then one combine dispatch merges them. Recorded into one encoder;
-//! the caller submits.
+//! The split-KV forward: per chunk, a first pass writes partials for key ranges in
+//! parallel, then one combine dispatch merges them. Recorded into one encoder; the
+//! caller submits.
+//!
+//! The first pass is decode.wgsl for decoding (lanes are keys), or fused.wgsl with
+//! `PARTIAL` where the fused path must cut long key ranges (see `budget.rs`).
+
+use std::sync::Arc;
 
 use crate::error::Result;
 use crate::gpu::budget::key_budget;
@@ -10,14 +15,55 @@ use crate::gpu::context::GpuContext;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
 use crate::gpu::fused::{limits, spec, split_buffer};
-use crate::gpu::kernels::decode::{self, DecodeConfig};
-use crate::gpu::kernels::fused::{self, SplitParams};
+use crate::gpu::kernels::combine::{self, KeySplit};
+use crate::gpu::kernels::decode::{DecodeConfig, DecodeKernel};
+use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
+use crate::gpu::pipelines::KernelPipeline;
 use crate::gpu::plan::plan;
 use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
 const PARTIALS_BUDGET: u64 = 32 << 20;
+
+/// The kernel that writes the partials combine.wgsl merges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum FirstPass {
+    /// fused.wgsl with `PARTIAL`: lanes are rows.
+    Fused(FusedConfig),
+    /// decode.wgsl: lanes are keys.
+    Decode(DecodeKernel),
+}
+
+impl FirstPass {
+    /// Keys per tile; key ranges start on tile boundaries.
+    pub(crate) fn tile_keys(&self) -> u32 {
+        match self {
+            FirstPass::Fused(c) => c.keys,
+            FirstPass::Decode(k) => k.wg,
+        }
+    }
+
+    /// Rows one workgroup covers.
+    fn tile_rows(&self) -> u64 {
+        match self {
+            FirstPass::Fused(c) => c.tile_rows(),
+            FirstPass::Decode(k) => u64::from(k.rows),
+        }
+    }
+
+    async fn pipeline(
+        &self,
+        ctx: &GpuContext,
+        p: &Problem,
+        elem: Elem,
+    ) -> Result<Arc<KernelPipeline>> {
+        match self {
+            FirstPass::Fused(c) => ctx.pipeline(spec(elem), &c.constants(p, true)).await,
+            FirstPass::Decode(k) => ctx.pipeline(k.spec(elem), &k.constants()).await,
+        }
+    }
+}
 
 /// Records the decode forward of `p` with configuration `cfg` into `encoder`. Returns
 /// the device bytes it allocated beyond inputs and outputs (partials, parameters).
@@ -34,11 +80,18 @@ pub(crate) async fn record(
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
-    let budget = key_budget(ctx, p, elem, cfg.kernel).await?;
-    record_split(ctx, encoder, p, elem, cfg, budget, inputs, outputs).await
+    let first = FirstPass::Decode(cfg.kernel);
+    let budget = key_budget(ctx, p, elem, first).await?;
+    let how = KeySplit {
+        tile_keys: first.tile_keys(),
+        workgroups: cfg.workgroups,
+        budget,
+    };
+    record_split(ctx, encoder, p, elem, first, how, inputs, outputs).await
 }
 
-/// As [`record`], with each workgroup's keys capped at `budget`.
+/// Records `first` over key ranges cut as `how` says, then the combine pass. Returns the
+/// device bytes it allocated beyond inputs and outputs.
 ///
 /// # Errors
 /// As [`record`].
@@ -48,32 +101,29 @@ pub(crate) async fn record_split(
     encoder: &mut wgpu::CommandEncoder,
     p: &Problem,
     elem: Elem,
-    cfg: DecodeConfig,
-    budget: Option<u64>,
+    first: FirstPass,
+    how: KeySplit,
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
     // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
     // bounds rows x Lk x 4 bytes, so express the bound in those units.
-    let most_splits = decode::most_splits(p, &cfg, budget);
-    let row_bytes = most_splits * (p.dim_v as u64 + 2) * 4;
+    let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
     let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
     let mut lim = limits(ctx, elem);
     lim.max_scores = Some(rows * p.len_k as u64 * 4);
     let chunks = plan(p, &lim)?;
-    let pipe = ctx
-        .pipeline(spec(elem), &cfg.kernel.constants(p, true))
-        .await?;
-    let combine = ctx
-        .pipeline(&decode::COMBINE_SPEC, &decode::combine_constants())
+    let pipe = first.pipeline(ctx, p, elem).await?;
+    let merge = ctx
+        .pipeline(&combine::COMBINE_SPEC, &combine::combine_constants())
         .await?;
     let max_binding = ctx.max_binding();
     let mut layouts = Vec::with_capacity(chunks.len());
     let mut scratch_elems = 1;
     for c in &chunks {
-        let layout = fused::layout(p, &cfg.kernel, c);
-        let mut s = decode::split(p, c, layout, &cfg, budget, max_binding)?;
-        let (outs, pairs) = decode::partial_elems(p, c, &s);
+        let layout = fused::layout(p, first.tile_rows(), first.tile_keys(), c);
+        let mut s = combine::split(p, c, layout, &how, max_binding)?;
+        let (outs, pairs) = combine::partial_elems(p, c, &s);
         s.ml_base = outs as u32;
         scratch_elems = scratch_elems.max(outs + pairs);
         layouts.push(s);
@@ -93,7 +143,7 @@ pub(crate) async fn record_split(
         timestamp_writes: None,
     });
     for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
-        let (outs, pairs) = decode::partial_elems(p, chunk, layout);
+        let (outs, pairs) = combine::partial_elems(p, chunk, layout);
         let partial_bytes = (outs + pairs) * 4;
         let split_range = || range(&splits, n as u64 * split_stride, split_size);
         let group = bind_group(
@@ -115,7 +165,7 @@ pub(crate) async fn record_split(
         let combine_group = bind_group(
             ctx,
             "combine",
-            &combine.layout,
+            &merge.layout,
             vec![
                 bind.params(n),
                 range(&partials, 0, partial_bytes),
@@ -128,8 +178,8 @@ pub(crate) async fn record_split(
         pass.set_pipeline(&pipe.pipeline);
         pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(x, y, 1);
-        let (x, y) = grid(ctx, decode::combine_workgroups(chunk), "q")?;
-        pass.set_pipeline(&combine.pipeline);
+        let (x, y) = grid(ctx, combine::combine_workgroups(chunk), "q")?;
+        pass.set_pipeline(&merge.pipeline);
         pass.set_bind_group(0, &combine_group, &[]);
         pass.dispatch_workgroups(x, y, 1);
     }

@@ -7,9 +7,10 @@ use crate::gpu::buffers;
 use crate::gpu::chunk_bindings::ChunkBindings;
 use crate::gpu::context::GpuContext;
 use crate::gpu::decode;
+use crate::gpu::decode::FirstPass;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::decode::DecodeConfig;
+use crate::gpu::kernels::combine::KeySplit;
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
 use crate::gpu::plan::{plan, PlanLimits};
 use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
@@ -61,13 +62,15 @@ pub(crate) async fn record(
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
-    let budget = key_budget(ctx, p, elem, cfg).await?;
+    let budget = key_budget(ctx, p, elem, FirstPass::Fused(cfg)).await?;
     if budget.is_some_and(|b| p.len_k as u64 > b) {
-        let split = DecodeConfig {
-            kernel: cfg,
+        let first = FirstPass::Fused(cfg);
+        let how = KeySplit {
+            tile_keys: cfg.keys,
             workgroups: 1,
+            budget,
         };
-        return decode::record_split(ctx, encoder, p, elem, split, budget, inputs, outputs).await;
+        return decode::record_split(ctx, encoder, p, elem, first, how, inputs, outputs).await;
     }
     record_direct(ctx, encoder, p, elem, cfg, inputs, outputs).await
 }
@@ -92,7 +95,10 @@ pub(crate) async fn record_direct(
     let pipe = ctx.pipeline(spec(elem), &cfg.constants(p, false)).await?;
     // Separate stand-ins: one buffer may not be bound read-only and writable at once.
     let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
-    let layouts: Vec<SplitParams> = chunks.iter().map(|c| fused::layout(p, &cfg, c)).collect();
+    let layouts: Vec<SplitParams> = chunks
+        .iter()
+        .map(|c| fused::layout(p, cfg.tile_rows(), cfg.keys, c))
+        .collect();
     let (splits, split_stride) = split_buffer(ctx, &layouts)?;
     let split_size = std::mem::size_of::<SplitParams>() as u64;
 

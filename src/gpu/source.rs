@@ -23,6 +23,7 @@ pub(crate) const FUSED: &str = concat!(
     include_str!("../../shaders/elem_f32.wgsl"),
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/masking.wgsl"),
+    include_str!("../../shaders/launch.wgsl"),
     include_str!("../../shaders/fused.wgsl")
 );
 
@@ -30,6 +31,7 @@ pub(crate) const FUSED_F16: &str = concat!(
     include_str!("../../shaders/elem_f16.wgsl"),
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/masking.wgsl"),
+    include_str!("../../shaders/launch.wgsl"),
     include_str!("../../shaders/fused.wgsl")
 );
 
@@ -41,12 +43,45 @@ pub const ALL: &[(&str, &str)] = &[
     ("pv", PV),
     ("fused", FUSED),
     ("fused_f16", FUSED_F16),
+    ("decode", DECODE),
+    ("decode_vec4", DECODE_VEC4),
+    ("decode_f16", DECODE_F16),
+    ("decode_vec4_f16", DECODE_VEC4_F16),
     ("combine", COMBINE),
     ("to_f16", TO_F16),
 ];
 
+/// The decode kernel: element type, then how it reads K and V (`kv_scalar.wgsl` for any
+/// head dim, `kv_vec4.wgsl` four elements at a time).
+macro_rules! decode_source {
+    ($elem:literal, $kv:literal) => {
+        concat!(
+            include_str!($elem),
+            include_str!("../../shaders/common.wgsl"),
+            include_str!("../../shaders/masking.wgsl"),
+            include_str!("../../shaders/launch.wgsl"),
+            include_str!($kv),
+            include_str!("../../shaders/decode.wgsl")
+        )
+    };
+}
+
+pub(crate) const DECODE: &str = decode_source!(
+    "../../shaders/elem_f32.wgsl",
+    "../../shaders/kv_scalar.wgsl"
+);
+pub(crate) const DECODE_VEC4: &str =
+    decode_source!("../../shaders/elem_f32.wgsl", "../../shaders/kv_vec4.wgsl");
+pub(crate) const DECODE_F16: &str = decode_source!(
+    "../../shaders/elem_f16.wgsl",
+    "../../shaders/kv_scalar.wgsl"
+);
+pub(crate) const DECODE_VEC4_F16: &str =
+    decode_source!("../../shaders/elem_f16.wgsl", "../../shaders/kv_vec4.wgsl");
+
 pub(crate) const COMBINE: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
+    include_str!("../../shaders/launch.wgsl"),
     include_str!("../../shaders/combine.wgsl")
 );
 

@@ -17,7 +17,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::budget::BudgetKey;
 use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::decode::DecodeConfig;
+use crate::gpu::kernels::decode::{DecodeCandidate, DecodeConfig};
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::problem::Problem;
 
@@ -37,30 +37,41 @@ pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
     fused(32, 1, 4),
 ];
 
-const fn decode(wg: u32, keys: u32, workgroups: u32) -> DecodeConfig {
-    DecodeConfig {
-        kernel: fused(wg, 1, keys),
+const fn decode(
+    wg: u32,
+    key_groups: u32,
+    q_private: bool,
+    prefetch_v: bool,
+    workgroups: u32,
+) -> DecodeCandidate {
+    DecodeCandidate {
+        wg,
+        key_groups,
+        q_private,
+        prefetch_v,
         workgroups,
     }
 }
 
-/// Decode candidates: few rows per workgroup (the rows are the query heads of one K/V
-/// head), and how many workgroups to split the keys for.
-pub(crate) const DECODE_CANDIDATES: &[DecodeConfig] = &[
-    decode(32, 32, 256),
-    decode(8, 64, 256),
-    decode(8, 64, 1),
-    decode(32, 32, 32),
-    decode(32, 16, 256),
-    decode(32, 8, 256),
-    decode(32, 4, 256),
+/// Decode candidates: invocations (and keys per tile), key groups for weights·V, q rows
+/// in private memory, V prefetching, and how many workgroups to split the keys for.
+pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
+    decode(64, 4, false, false, 512),
+    decode(64, 4, false, true, 512),
+    decode(128, 8, false, false, 1024),
+    decode(64, 1, false, false, 256),
+    decode(64, 1, true, true, 64),
+    decode(32, 1, true, true, 64),
+    decode(64, 1, true, false, 64),
+    decode(32, 2, false, false, 256),
 ];
 
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
-/// on lavapipe: many rows per invocation (SIMD lanes are rows there, and loads cost
-/// more than arithmetic), and for decoding no key split (few cores to fill).
+/// on lavapipe, where every lane's load is its own scalar load: many rows per invocation
+/// (SIMD lanes are rows there, and loads cost more than arithmetic); for decoding q rows
+/// in private memory, V prefetched, and few key ranges (few cores to fill).
 const FUSED_CPU_FIRST: &[usize] = &[2, 3];
-const DECODE_CPU_FIRST: &[usize] = &[2];
+const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
 
 /// `list` in this adapter's preferred order.
 fn ordered<T: Copy>(ctx: &GpuContext, list: &[T], cpu_first: &[usize]) -> Vec<T> {
@@ -178,6 +189,15 @@ fn remember<T>(map: &Mutex<HashMap<ClassKey, T>>, key: ClassKey, value: T) {
     }
 }
 
+/// One configuration to time.
+#[derive(Debug, Clone, Copy)]
+// The web has no timing (see `timing` below), so nothing reads the configurations there.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+enum Candidate {
+    Fused(FusedConfig),
+    Decode(DecodeConfig),
+}
+
 /// The fused configuration for `p` on this context.
 ///
 /// # Errors
@@ -197,7 +217,8 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
         first
     } else {
-        let index = timing::fastest_index(ctx, p, elem, &fitting, &[]).await?;
+        let candidates: Vec<Candidate> = fitting.iter().copied().map(Candidate::Fused).collect();
+        let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
         index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
     };
     remember(&ctx.tuning.fused, key, chosen);
@@ -219,15 +240,15 @@ pub(crate) async fn decode_config(
     }
     let fitting: Vec<DecodeConfig> = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
         .into_iter()
-        .filter(|c| c.kernel.fits(ctx, p))
+        .filter_map(|c| c.resolve(ctx, p, elem))
         .take(TIMED)
         .collect();
     let first = *fitting.first().ok_or_else(|| none_fits("decode", p))?;
     let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
         first
     } else {
-        let kernels: Vec<FusedConfig> = fitting.iter().map(|c| c.kernel).collect();
-        let index = timing::fastest_index(ctx, p, elem, &kernels, &fitting).await?;
+        let candidates: Vec<Candidate> = fitting.iter().copied().map(Candidate::Decode).collect();
+        let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
         index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
     };
     remember(&ctx.tuning.decode, key, chosen);
@@ -243,7 +264,6 @@ mod timing {
 
     use super::*;
     use crate::gpu::buffers;
-    use crate::gpu::kernels::decode::DecodeConfig;
     use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
     use crate::gpu::timer::Timer;
     use crate::gpu::{decode, fused};
@@ -306,15 +326,14 @@ mod timing {
         }
     }
 
-    /// Index of the fastest of `kernels` (decode launches when `decode` is given).
+    /// Index of the fastest of `candidates`, all of one kind.
     pub(super) async fn fastest_index(
         ctx: &GpuContext,
         p: &Problem,
         elem: Elem,
-        kernels: &[FusedConfig],
-        decode_configs: &[DecodeConfig],
+        candidates: &[Candidate],
     ) -> Result<Option<usize>> {
-        let is_decode = !decode_configs.is_empty();
+        let is_decode = matches!(candidates.first(), Some(Candidate::Decode(_)));
         let pp = proxy(p, is_decode)?;
         let e = elem.bytes();
         let q = zeros(ctx, (pp.heads_q * pp.len_q * pp.dim) as u64 * e)?;
@@ -335,19 +354,19 @@ mod timing {
         };
         let timer = Timer::new(ctx)?;
         let mut best: Option<(f64, usize)> = None;
-        for (i, cfg) in kernels.iter().enumerate() {
+        for (i, candidate) in candidates.iter().enumerate() {
             let mut fastest = f64::INFINITY;
             for run in 0..=RUNS {
                 let mut enc = ctx.device.create_command_encoder(&Default::default());
                 if let Some(t) = &timer {
                     t.start(&mut enc);
                 }
-                match decode_configs.get(i) {
-                    Some(d) => {
-                        decode::record(ctx, &mut enc, &pp, elem, *d, &inputs, &outputs).await?
+                match *candidate {
+                    Candidate::Decode(d) => {
+                        decode::record(ctx, &mut enc, &pp, elem, d, &inputs, &outputs).await?
                     }
-                    None => {
-                        fused::record(ctx, &mut enc, &pp, elem, *cfg, &inputs, &outputs).await?
+                    Candidate::Fused(f) => {
+                        fused::record(ctx, &mut enc, &pp, elem, f, &inputs, &outputs).await?
                     }
                 };
                 let ms = time_run(ctx, timer.as_ref(), enc).await?;
@@ -373,8 +392,7 @@ mod timing {
         _: &GpuContext,
         _: &Problem,
         _: Elem,
-        _: &[FusedConfig],
-        _: &[DecodeConfig],
+        _: &[Candidate],
     ) -> Result<Option<usize>> {
         Ok(None)
     }
@@ -402,11 +420,17 @@ mod tests {
         })
     }
 
-    fn run(ctx: &GpuContext, candidate: usize, decode_path: bool, lq: usize, lk: usize, d: usize) {
+    fn run(
+        ctx: &GpuContext,
+        candidate: usize,
+        decode_path: bool,
+        (lq, lk): (usize, usize),
+        (d, dv): (usize, usize),
+    ) {
         let (q, k, v) = (
             data((2, 4, lq, d), 1),
             data((2, 2, lk, d), 2),
-            data((2, 2, lk, d + 3), 3),
+            data((2, 2, lk, dv), 3),
         );
         let lens = [lk as u32, (lk as u32).div_ceil(2)];
         let opts = AttentionOptions {
@@ -430,7 +454,9 @@ mod tests {
         };
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         let recorded = if decode_path {
-            let c = DECODE_CANDIDATES[candidate];
+            let c = DECODE_CANDIDATES[candidate]
+                .resolve(ctx, &p, Elem::F32)
+                .expect("every decode candidate fits lavapipe at these head dims");
             pollster::block_on(decode::record(
                 ctx,
                 &mut enc,
@@ -472,7 +498,7 @@ mod tests {
                 let ok = a == b || (a - b).abs() <= 2e-5 + 1e-4 * b.abs();
                 assert!(
                     ok,
-                    "candidate {candidate} (decode {decode_path}) Lq {lq} Lk {lk} D {d}: {what}[{n}] = {a}, want {b}"
+                    "candidate {candidate} (decode {decode_path}) Lq {lq} Lk {lk} D {d} Dv {dv}: {what}[{n}] = {a}, want {b}"
                 );
             }
         }
@@ -482,10 +508,12 @@ mod tests {
     fn every_candidate_matches_the_reference() {
         let ctx = GpuContext::new().expect("no GPU adapter");
         for i in 0..FUSED_CANDIDATES.len() {
-            run(&ctx, i, false, 37, 70, 20);
+            run(&ctx, i, false, (37, 70), (20, 23));
         }
+        // Head dims that read K and V one element at a time, and four at a time.
         for i in 0..DECODE_CANDIDATES.len() {
-            run(&ctx, i, true, 3, 300, 20);
+            run(&ctx, i, true, (3, 300), (20, 23));
+            run(&ctx, i, true, (5, 300), (16, 8));
         }
     }
 }

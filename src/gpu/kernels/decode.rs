@@ -1,115 +1,173 @@
-//! Split-KV decoding: how many key ranges the first pass (fused.wgsl with `PARTIAL`)
-//! takes, its partials, and the launcher of the second pass, `shaders/combine.wgsl`.
+//! Launcher for `shaders/decode.wgsl`, the first pass of split-KV decoding: lanes are
+//! keys, rows are broadcast from workgroup memory. Its variants are override constants
+//! and two ways of reading K and V (one element or four at a time), never edits of the
+//! source.
 
-use crate::error::{AttentionError, Result};
-use crate::gpu::kernels::fused::{FusedConfig, SplitParams};
+use crate::gpu::context::GpuContext;
+use crate::gpu::forward::Elem;
+use crate::gpu::kernels::fused::vec4s;
 use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
 use crate::gpu::source;
 use crate::problem::Problem;
 
-/// Bindings: params, partials, out, lse, split.
-pub(crate) const COMBINE_SPEC: KernelSpec = KernelSpec {
-    name: "combine",
-    source: source::COMBINE,
-    bindings: &[
-        Binding::Uniform,
-        Binding::Read,
-        Binding::ReadWrite,
-        Binding::ReadWrite,
-        Binding::Uniform,
-    ],
-    trusted: true,
-};
+/// The same bindings as fused.wgsl, so that both first passes share the launch code;
+/// decode.wgsl leaves lse (7) unused.
+const BINDINGS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::Read,      // q
+    Binding::Read,      // k
+    Binding::Read,      // v
+    Binding::Read,      // mask
+    Binding::Read,      // kv_lens
+    Binding::ReadWrite, // partials
+    Binding::ReadWrite, // lse (unused)
+    Binding::Uniform,   // split
+];
 
-/// Invocations of a combine workgroup.
-const COMBINE_WG: u32 = 64;
-
-/// The combine kernel's override constants.
-pub(crate) fn combine_constants() -> Vec<(&'static str, f64)> {
-    vec![("WG", f64::from(COMBINE_WG))]
+const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
+    KernelSpec {
+        name,
+        source,
+        bindings: BINDINGS,
+        trusted: true,
+    }
 }
 
-/// A decode launch: the first pass's override constants, and how many workgroups key
-/// ranges are added for (1: no split beyond what the binding limit forces).
+const SPEC: KernelSpec = spec("decode", source::DECODE);
+const SPEC_VEC4: KernelSpec = spec("decode_vec4", source::DECODE_VEC4);
+const SPEC_F16: KernelSpec = spec("decode_f16", source::DECODE_F16);
+const SPEC_VEC4_F16: KernelSpec = spec("decode_vec4_f16", source::DECODE_VEC4_F16);
+
+/// Must match ROWS_MAX and Q4_PRIVATE in decode.wgsl.
+const ROWS_MAX: u32 = 16;
+const Q4_PRIVATE: u32 = 64;
+
+/// What a tuner candidate fixes: invocations (and keys per tile), key groups of the
+/// weights·V step, whether each lane keeps the q rows in private memory (`Q_PRIVATE` in
+/// decode.wgsl), whether it prefetches V rows (`PREFETCH_V`), and how many workgroups
+/// to split the keys for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DecodeConfig {
-    pub kernel: FusedConfig,
+pub(crate) struct DecodeCandidate {
+    pub wg: u32,
+    pub key_groups: u32,
+    pub q_private: bool,
+    pub prefetch_v: bool,
     pub workgroups: u32,
 }
-/// Fewest keys worth a range of their own (merging one costs about this much).
-const MIN_SPLIT_KEYS: u64 = 512;
 
-/// The most key ranges [`split`] makes for `p`: for parallelism, or for a budget of
-/// keys per workgroup.
-pub(crate) fn most_splits(p: &Problem, cfg: &DecodeConfig, budget: Option<u64>) -> u64 {
-    let lk = p.len_k as u64;
-    let keys = u64::from(cfg.kernel.keys);
-    let parallel = if cfg.workgroups > 1 {
-        lk.div_ceil(MIN_SPLIT_KEYS)
-    } else {
-        1
-    };
-    let budgeted = budget.map_or(1, |b| lk.div_ceil((b / keys * keys).max(keys)) + 1);
-    parallel.max(budgeted).max(1)
+/// A decode kernel resolved for a problem and device: a candidate plus rows per
+/// workgroup and the K/V reading variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DecodeKernel {
+    pub wg: u32,
+    pub key_groups: u32,
+    pub q_private: bool,
+    pub prefetch_v: bool,
+    pub rows: u32,
+    pub vec4: bool,
+    line_v4: u32,
+    dim4: u32,
+    dim_v4: u32,
 }
 
-/// Cuts the keys of `s` (from [`super::fused::layout`]) into ranges of whole tiles,
-/// enough for about `cfg.workgroups` workgroups, none longer than `budget`, and no more
-/// than the binding limit on the partials allows.
-///
-/// # Errors
-/// [`AttentionError::TooLarge`] when even one range's partials exceed `max_binding`.
-pub(crate) fn split(
-    p: &Problem,
-    c: &Chunk,
-    mut s: SplitParams,
-    cfg: &DecodeConfig,
-    budget: Option<u64>,
-    max_binding: u64,
-) -> Result<SplitParams> {
-    let rows = (c.bh_count * c.row_count) as u64;
-    let per_split = rows * (p.dim_v as u64 + 2) * 4;
-    let most = max_binding / per_split.max(1);
-    if most == 0 {
-        return Err(AttentionError::TooLarge {
-            arg: "q",
-            detail: format!(
-                "decode partials for {rows} rows of Dv {} exceed the {max_binding}-byte binding limit",
-                p.dim_v
-            ),
-        });
+/// A decode launch: the kernel, and how many workgroups key ranges are added for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct DecodeConfig {
+    pub kernel: DecodeKernel,
+    pub workgroups: u32,
+}
+
+impl DecodeCandidate {
+    /// The kernel for `p` on this device: as many rows per workgroup as one K/V head has
+    /// (a power of two, at most ROWS_MAX) and workgroup memory allows; `None` when even
+    /// one row does not fit.
+    pub(crate) fn resolve(
+        &self,
+        ctx: &GpuContext,
+        p: &Problem,
+        elem: Elem,
+    ) -> Option<DecodeConfig> {
+        let l = &ctx.limits;
+        let (dim4, dim_v4) = (vec4s(p.dim), vec4s(p.dim_v));
+        let lanes_ok = self.wg >= 1
+            && self.key_groups >= 1
+            && self.key_groups * dim_v4 <= self.wg
+            && self.wg <= l.max_compute_invocations_per_workgroup
+            && self.wg <= l.max_compute_workgroup_size_x;
+        if !lanes_ok {
+            return None;
+        }
+        let wanted = ((p.group() * p.len_q).min(ROWS_MAX as usize) as u32).next_power_of_two();
+        let mut rows = wanted.min(ROWS_MAX);
+        let kernel = |rows| DecodeKernel {
+            wg: self.wg,
+            key_groups: self.key_groups,
+            q_private: self.q_private,
+            prefetch_v: self.prefetch_v,
+            rows,
+            vec4: vec4_reads(ctx, p, elem),
+            line_v4: (64 / (4 * elem.bytes())) as u32,
+            dim4,
+            dim_v4,
+        };
+        while rows >= 1 {
+            let k = kernel(rows);
+            let private_ok = !self.q_private || rows * dim4 <= Q4_PRIVATE;
+            if private_ok && k.shared_bytes() <= u64::from(l.max_compute_workgroup_storage_size) {
+                return Some(DecodeConfig {
+                    kernel: k,
+                    workgroups: self.workgroups,
+                });
+            }
+            rows /= 2;
+        }
+        None
     }
-    let span = u64::from(s.key_hi - s.key_lo);
-    let base = u64::from(s.kv_count) * u64::from(s.row_tiles);
-    let keys = u64::from(cfg.kernel.keys);
-    let longest = budget.map_or(u64::MAX, |b| (b / keys * keys).max(keys));
-    let wanted = u64::from(cfg.workgroups)
-        .div_ceil(base)
-        .min(span.div_ceil(MIN_SPLIT_KEYS))
-        .clamp(1, most);
-    let split_len = (span.div_ceil(wanted).div_ceil(keys) * keys).clamp(keys, longest);
-    if span.div_ceil(split_len) > most {
-        return Err(AttentionError::TooLarge {
-            arg: "k",
-            detail: format!(
-                "{} key ranges of {rows} rows exceed the {max_binding}-byte binding limit",
-                span.div_ceil(split_len)
-            ),
-        });
+}
+
+/// Whether K and V can be read four elements at a time: head dims that are multiples of
+/// 4, and binding windows that start on a multiple of 4 elements (the plan aligns them
+/// to the device's storage offset alignment).
+fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
+    let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    p.dim.is_multiple_of(4) && p.dim_v.is_multiple_of(4) && align.is_multiple_of(4 * elem.bytes())
+}
+
+impl DecodeKernel {
+    /// vec4s of the workgroup array that holds q rows, then the key groups' sums.
+    fn shared4(&self) -> u32 {
+        (self.rows * self.dim4).max(self.rows * self.key_groups * self.dim_v4)
     }
-    s.split_len = split_len as u32;
-    s.splits = span.div_ceil(split_len).max(1) as u32;
-    Ok(s)
-}
 
-/// Elements of a chunk's partials: outputs `(rows, splits, Dv)`, then `(m, l)` pairs.
-pub(crate) fn partial_elems(p: &Problem, c: &Chunk, s: &SplitParams) -> (u64, u64) {
-    let n = (c.bh_count * c.row_count) as u64 * u64::from(s.splits);
-    (n * p.dim_v as u64, 2 * n)
-}
+    /// Workgroup memory the kernel declares.
+    fn shared_bytes(&self) -> u64 {
+        let rows4 = u64::from(self.shared4()) * 16;
+        let tile = u64::from(self.rows) * u64::from(self.wg) * 4;
+        rows4 + tile + 3 * u64::from(ROWS_MAX) * 4 + 4
+    }
 
-/// Combine workgroups of a chunk: one per row.
-pub(crate) fn combine_workgroups(c: &Chunk) -> u64 {
-    (c.bh_count * c.row_count) as u64
+    /// The kernel for q, k and v stored as `elem`.
+    pub(crate) fn spec(&self, elem: Elem) -> &'static KernelSpec {
+        match (elem, self.vec4) {
+            (Elem::F32, false) => &SPEC,
+            (Elem::F32, true) => &SPEC_VEC4,
+            (Elem::F16, false) => &SPEC_F16,
+            (Elem::F16, true) => &SPEC_VEC4_F16,
+        }
+    }
+
+    /// The override constants.
+    pub(crate) fn constants(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("WG", f64::from(self.wg)),
+            ("ROWS", f64::from(self.rows)),
+            ("KEY_GROUPS", f64::from(self.key_groups)),
+            ("HEAD_DIM4", f64::from(self.dim4)),
+            ("HEAD_DIM_V4", f64::from(self.dim_v4)),
+            ("SHARED4", f64::from(self.shared4())),
+            ("Q_PRIVATE", if self.q_private { 1.0 } else { 0.0 }),
+            ("PREFETCH_V", if self.prefetch_v { 1.0 } else { 0.0 }),
+            ("LINE_V4", f64::from(self.line_v4)),
+        ]
+    }
 }

@@ -142,13 +142,14 @@ fn kv_head(p: &Problem, bh: usize) -> u64 {
     ((bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group()) as u64
 }
 
-/// The launch of one chunk with a single key range: the K/V heads it spans, row tiles per
-/// K/V head, and the keys causal and window leave to some row of the chunk.
-pub(crate) fn layout(p: &Problem, cfg: &FusedConfig, c: &Chunk) -> SplitParams {
+/// The launch of one chunk with a single key range, for a kernel whose workgroups cover
+/// `tile_rows` rows and load `tile_keys` keys at a time: the K/V heads it spans, row
+/// tiles per K/V head, and the keys causal and window leave to some row of the chunk.
+pub(crate) fn layout(p: &Problem, tile_rows: u64, tile_keys: u32, c: &Chunk) -> SplitParams {
     let kv_first = kv_head(p, c.bh_start);
     let kv_count = kv_head(p, c.bh_start + c.bh_count - 1) + 1 - kv_first;
     let rows_per_kv = (p.group().min(c.bh_count) * c.row_count) as u64;
-    let row_tiles = rows_per_kv.div_ceil(cfg.tile_rows());
+    let row_tiles = rows_per_kv.div_ceil(tile_rows);
     let (first, last) = (c.row_start as i64, (c.row_start + c.row_count - 1) as i64);
     let (p_first, p_last) = (first + p.pos_offset, last + p.pos_offset);
     let lk = p.len_k as i64;
@@ -159,7 +160,7 @@ pub(crate) fn layout(p: &Problem, cfg: &FusedConfig, c: &Chunk) -> SplitParams {
     if let Some(r) = p.window_right {
         hi = hi.min(p_last + r + 1);
     }
-    let keys = i64::from(cfg.keys);
+    let keys = i64::from(tile_keys);
     // Key ranges start on tile boundaries, so no tile straddles two ranges.
     let lo = p.window_left.map_or(0, |l| (p_first - l).clamp(0, lk)) / keys * keys;
     let hi = hi.max(lo);

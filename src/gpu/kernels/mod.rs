@@ -1,6 +1,7 @@
 //! One launcher per WGSL kernel: its binding layout and its dispatch size.
 
 pub(crate) mod cast;
+pub(crate) mod combine;
 pub(crate) mod decode;
 pub(crate) mod fused;
 pub(crate) mod pv;
