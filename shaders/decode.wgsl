@@ -71,33 +71,20 @@ fn main(
     @builtin(num_workgroups) nwg: vec3<u32>,
     @builtin(local_invocation_index) li: u32,
 ) {
-    let linear = linear_workgroup(wid, nwg);
-    let sidx = linear % split.splits;
-    let rt = (linear / split.splits) % split.row_tiles;
-    let kvl = linear / (split.splits * split.row_tiles);
-    // Past the last K/V head of a flattened grid; uniform across the workgroup.
-    if kvl >= split.kv_count {
+    let tile_rows = ROWS;
+    let tile = tile_of(linear_workgroup(wid, nwg), tile_rows);
+    // Uniform across the workgroup.
+    if !tile.valid {
         return;
     }
-    let kv = split.kv_first + kvl;
-    let b = kv / params.heads_kv;
-    let group_lo = b * params.heads_q + (kv % params.heads_kv) * params.group;
-    let heads_lo = max(group_lo, params.bh_start);
-    let heads_hi = min(group_lo + params.group, params.bh_start + params.bh_count);
-    let nh = heads_hi - heads_lo;
-    let nrows = nh * params.row_count;
-    let t0 = rt * ROWS;
-    // Row tiles past this K/V head's rows (the grid is sized for whole groups); uniform.
-    if t0 >= nrows {
-        return;
-    }
+    let kv = tile.kv;
+    let heads_lo = tile.heads_lo;
+    let nh = tile.nh;
+    let nrows = tile.nrows;
+    let t0 = tile.t0;
 
     if li == 0u {
-        var n = params.len_k;
-        if (params.flags & FLAG_KV_LENS) != 0u {
-            n = min(n, kv_lens[b]);
-        }
-        kv_len_shared = n;
+        kv_len_shared = batch_len_k(tile.b);
     }
     if li < ROWS {
         m_run[li] = neg_inf();
@@ -123,24 +110,12 @@ fn main(
         rows4[x] = val;
     }
     let kv_len = workgroupUniformLoad(&kv_len_shared);
-
-    // This range's keys, cut at the batch's length: [ks, kend).
-    let ks = split.key_lo + sidx * split.split_len;
-    let kend = i32(min(min(ks + split.split_len, split.key_hi), kv_len));
-    // Keys any row may attend: [lo, hi); keys every row may attend before the explicit
-    // mask: [full_lo, full_hi). Positions stay inside i32 (see params.rs).
-    let t_last = min(t0 + ROWS, nrows) - 1u;
-    let p_first = i32(params.row_start + t0 / nh) + params.pos_offset;
-    let p_last = i32(params.row_start + t_last / nh) + params.pos_offset;
-    let causal = (params.flags & FLAG_CAUSAL) != 0u;
-    var hi = min(kend, p_last + params.win_right + 1);
-    var full_hi = min(kend, p_first + params.win_right + 1);
-    if causal {
-        hi = min(hi, p_last + 1);
-        full_hi = min(full_hi, p_first + 1);
-    }
-    let lo = max(i32(ks), p_first - params.win_left);
-    let full_lo = max(0, p_last - params.win_left);
+    let keys = key_range(tile, tile_rows, kv_len);
+    let kend = keys.kend;
+    let lo = keys.lo;
+    let hi = keys.hi;
+    let full_lo = keys.full_lo;
+    let full_hi = keys.full_hi;
     let no_mask = params.mask_kind == MASK_NONE;
 
     // Step 4's lane: key group kg, columns 4 * c4 ...; lanes past the groups only help
@@ -299,7 +274,7 @@ fn main(
         }
         let row = row_of(t, heads_lo, nh);
         let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + sidx;
+        let pi = prow * split.splits + tile.sidx;
         for (var c = 0u; c < 4u; c++) {
             let e = 4u * e4 + c;
             if e < params.dim_v {
@@ -323,7 +298,7 @@ fn main(
         }
         let row = row_of(t0 + li, heads_lo, nh);
         let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + sidx;
+        let pi = prow * split.splits + tile.sidx;
         partials[split.ml_base + 2u * pi] = m;
         partials[split.ml_base + 2u * pi + 1u] = l;
     }

@@ -85,6 +85,29 @@ impl ChunkBindings {
         self.writable(outputs.lse.map(|l| (l, chunk.lse.offset, chunk.lse.size)))
     }
 
+    /// The bindings of fused.wgsl and decode.wgsl for chunk `n`, in binding order: the
+    /// parameters, the chunk's q, k and v, mask and key lengths, then `dst` (the output or
+    /// the partials), `lse` and `split`.
+    pub(crate) fn key_loop<'a>(
+        &'a self,
+        n: usize,
+        inputs: &ForwardInputs<'a>,
+        chunk: &Chunk,
+        [dst, lse, split]: [wgpu::BindingResource<'a>; 3],
+    ) -> Vec<wgpu::BindingResource<'a>> {
+        vec![
+            self.params(n),
+            range(inputs.q, chunk.q.offset, chunk.q.size),
+            range(inputs.k, chunk.k.offset, chunk.k.size),
+            range(inputs.v, chunk.v.offset, chunk.v.size),
+            self.mask(inputs, chunk),
+            self.kv_lens(inputs),
+            dst,
+            lse,
+            split,
+        ]
+    }
+
     /// A writable binding the kernel does not use here.
     pub(crate) fn unused_writable(&self) -> wgpu::BindingResource<'_> {
         self.writable(None)

@@ -146,22 +146,17 @@ pub(crate) async fn record_split(
         let (outs, pairs) = combine::partial_elems(p, chunk, layout);
         let partial_bytes = (outs + pairs) * 4;
         let split_range = || range(&splits, n as u64 * split_stride, split_size);
-        let group = bind_group(
-            ctx,
-            "decode",
-            &pipe.layout,
-            vec![
-                bind.params(n),
-                range(inputs.q, chunk.q.offset, chunk.q.size),
-                range(inputs.k, chunk.k.offset, chunk.k.size),
-                range(inputs.v, chunk.v.offset, chunk.v.size),
-                bind.mask(inputs, chunk),
-                bind.kv_lens(inputs),
+        let resources = bind.key_loop(
+            n,
+            inputs,
+            chunk,
+            [
                 range(&partials, 0, partial_bytes),
                 bind.unused_writable(),
                 split_range(),
             ],
         );
+        let group = bind_group(ctx, "decode", &pipe.layout, resources);
         let combine_group = bind_group(
             ctx,
             "combine",

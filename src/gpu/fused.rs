@@ -108,22 +108,17 @@ pub(crate) async fn record_direct(
     });
     pass.set_pipeline(&pipe.pipeline);
     for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
-        let group = bind_group(
-            ctx,
-            "fused",
-            &pipe.layout,
-            vec![
-                bind.params(n),
-                range(inputs.q, chunk.q.offset, chunk.q.size),
-                range(inputs.k, chunk.k.offset, chunk.k.size),
-                range(inputs.v, chunk.v.offset, chunk.v.size),
-                bind.mask(inputs, chunk),
-                bind.kv_lens(inputs),
+        let resources = bind.key_loop(
+            n,
+            inputs,
+            chunk,
+            [
                 range(outputs.out, chunk.out.offset, chunk.out.size),
                 bind.lse(outputs, chunk),
                 range(&splits, n as u64 * split_stride, split_size),
             ],
         );
+        let group = bind_group(ctx, "fused", &pipe.layout, resources);
         let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
         pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(x, y, 1);

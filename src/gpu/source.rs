@@ -1,7 +1,9 @@
 //! WGSL sources. Each kernel is its own file, preceded by the shared prelude
 //! (`common.wgsl`) and, for kernels that mask, the masking rule (`masking.wgsl`).
 //! Kernels that read q, k and v in either precision start with an element-type prelude
-//! (`elem_f32.wgsl` or `elem_f16.wgsl`) that names their storage type `elem`.
+//! (`elem_f32.wgsl` or `elem_f16.wgsl`) that names their storage type `elem`. The
+//! split-KV kernels share `launch.wgsl` (key ranges, row packing), and the two that loop
+//! over keys also `tile.wgsl` (which head, rows and keys a workgroup serves).
 
 pub(crate) const QK: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
@@ -24,6 +26,7 @@ pub(crate) const FUSED: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/masking.wgsl"),
     include_str!("../../shaders/launch.wgsl"),
+    include_str!("../../shaders/tile.wgsl"),
     include_str!("../../shaders/fused.wgsl")
 );
 
@@ -32,6 +35,7 @@ pub(crate) const FUSED_F16: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
     include_str!("../../shaders/masking.wgsl"),
     include_str!("../../shaders/launch.wgsl"),
+    include_str!("../../shaders/tile.wgsl"),
     include_str!("../../shaders/fused.wgsl")
 );
 
@@ -60,6 +64,7 @@ macro_rules! decode_source {
             include_str!("../../shaders/common.wgsl"),
             include_str!("../../shaders/masking.wgsl"),
             include_str!("../../shaders/launch.wgsl"),
+            include_str!("../../shaders/tile.wgsl"),
             include_str!($kv),
             include_str!("../../shaders/decode.wgsl")
         )

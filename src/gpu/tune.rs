@@ -198,6 +198,28 @@ enum Candidate {
     Decode(DecodeConfig),
 }
 
+/// The first of `fitting` (the adapter's preferred order, already cut to what fits), or
+/// with tuning on the fastest of them, remembered in `memo` under the problem's class.
+async fn choose<T: Copy>(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    (memo, key): (&Mutex<HashMap<ClassKey, T>>, ClassKey),
+    fitting: Vec<T>,
+    (kernel, wrap): (&str, fn(T) -> Candidate),
+) -> Result<T> {
+    let first = *fitting.first().ok_or_else(|| none_fits(kernel, p))?;
+    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
+        first
+    } else {
+        let candidates: Vec<Candidate> = fitting.iter().copied().map(wrap).collect();
+        let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
+        index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
+    };
+    remember(memo, key, chosen);
+    Ok(chosen)
+}
+
 /// The fused configuration for `p` on this context.
 ///
 /// # Errors
@@ -208,21 +230,13 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     if let Some(c) = cached(&ctx.tuning.fused, &key) {
         return Ok(c);
     }
-    let fitting: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
+    let fitting = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
         .into_iter()
         .filter(|c| c.fits(ctx, p))
         .take(TIMED)
         .collect();
-    let first = *fitting.first().ok_or_else(|| none_fits("fused", p))?;
-    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
-        first
-    } else {
-        let candidates: Vec<Candidate> = fitting.iter().copied().map(Candidate::Fused).collect();
-        let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
-        index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
-    };
-    remember(&ctx.tuning.fused, key, chosen);
-    Ok(chosen)
+    let memo = (&ctx.tuning.fused, key);
+    choose(ctx, p, elem, memo, fitting, ("fused", Candidate::Fused)).await
 }
 
 /// The decode configuration for `p` on this context.
@@ -238,21 +252,13 @@ pub(crate) async fn decode_config(
     if let Some(c) = cached(&ctx.tuning.decode, &key) {
         return Ok(c);
     }
-    let fitting: Vec<DecodeConfig> = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
+    let fitting = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
         .into_iter()
         .filter_map(|c| c.resolve(ctx, p, elem))
         .take(TIMED)
         .collect();
-    let first = *fitting.first().ok_or_else(|| none_fits("decode", p))?;
-    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
-        first
-    } else {
-        let candidates: Vec<Candidate> = fitting.iter().copied().map(Candidate::Decode).collect();
-        let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
-        index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
-    };
-    remember(&ctx.tuning.decode, key, chosen);
-    Ok(chosen)
+    let memo = (&ctx.tuning.decode, key);
+    choose(ctx, p, elem, memo, fitting, ("decode", Candidate::Decode)).await
 }
 
 #[cfg(not(target_arch = "wasm32"))]
