@@ -188,18 +188,21 @@ fn more_than_65535_workgroups_in_a_launch() {
 fn more_than_65535_workgroups_in_every_kernel() {
     let ctx = ctx();
     let mut rng = Rng::new(16);
-    // 70,000 query heads of one row against one shared key/value head: every kernel
-    // launches one workgroup per head, past the per-dimension limit.
+    // 70,000 heads of one row, each with its own key/value head: every kernel of every
+    // path launches at least one workgroup per head, past the per-dimension limit.
     let (q, k, v) = (
         rng.array4((1, 70_000, 1, 4)),
-        rng.array4((1, 1, 3, 4)),
-        rng.array4((1, 1, 3, 4)),
+        rng.array4((1, 70_000, 3, 4)),
+        rng.array4((1, 70_000, 3, 4)),
     );
-    let opts = AttentionOptions {
-        return_lse: true,
-        ..Default::default()
-    };
-    check_against_reference_on(ctx, "70,000 heads", &q, &k, &v, &opts);
+    for path in [KernelPath::Staged, KernelPath::Fused, KernelPath::Decode] {
+        let opts = AttentionOptions {
+            return_lse: true,
+            path,
+            ..Default::default()
+        };
+        check_against_reference_on(ctx, &format!("70,000 heads, {path:?}"), &q, &k, &v, &opts);
+    }
 }
 
 /// A device that allows only 100 workgroups per dimension: every kernel's launch
