@@ -231,6 +231,18 @@ fn every_kernel_wraps_its_grid_past_the_per_dimension_limit() {
         ..Default::default()
     };
     check_against_reference_on(&ctx, "300 heads", &q, &k, &v, &opts);
+    // The fused and decode kernels launch a workgroup per K/V head (and key range), the
+    // combine pass one per row: with a K/V head per query head, 300 and 1,500.
+    let (k, v) = (rng.array4((2, 150, 7, 8)), rng.array4((2, 150, 7, 8)));
+    for path in [KernelPath::Fused, KernelPath::Decode] {
+        let opts = AttentionOptions {
+            causal: true,
+            return_lse: true,
+            path,
+            ..Default::default()
+        };
+        check_against_reference_on(&ctx, &format!("300 heads, {path:?}"), &q, &k, &v, &opts);
+    }
     // Beyond 100 x 100 workgroups the launch cannot be expressed: a clear error. (The
     // staged softmax launches one workgroup per row.)
     let (q, k) = (rng.array4((1, 1, 10_001, 4)), rng.array4((1, 1, 3, 4)));
