@@ -178,3 +178,21 @@ fn very_long_keys() {
     let opts = decode(bottom_right_causal());
     check("Lk 40000", &q, &k, &v, &opts);
 }
+
+#[test]
+fn head_dims_of_one_tuning_class_read_k_and_v_their_own_way() {
+    // D = 4 reads K and V four elements at a time, D = 3 one at a time; both round up to
+    // one vec4, so they share a tuning class. A fresh context: nothing tuned before.
+    let c = GpuContext::new().expect("no GPU adapter");
+    for (n, &(d, dv)) in [(4, 4), (3, 2), (4, 8), (1, 1)].iter().enumerate() {
+        let (q, k, v) = qkv(2000 + n as u64, (1, 4, 1), (2, 700), (d, dv));
+        check_on(
+            &c,
+            &format!("D {d} Dv {dv}"),
+            &q,
+            &k,
+            &v,
+            &decode(Default::default()),
+        );
+    }
+}

@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::gpu::context::GpuContext;
 use crate::gpu::decode::FirstPass;
 use crate::gpu::forward::Elem;
+use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::fused::vec4s;
 use crate::problem::Problem;
 
@@ -25,6 +26,8 @@ pub(crate) struct BudgetKey {
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
+    // The decode kernel's K/V reading variant (see `vec4_reads`); false for the fused.
+    vec4: bool,
 }
 
 /// Keys the probe offers: more than any problem is likely to loop over per workgroup.
@@ -49,6 +52,7 @@ pub(crate) async fn key_budget(
         elem,
         dim4: vec4s(p.dim),
         dim_v4: vec4s(p.dim_v),
+        vec4: matches!(pass, FirstPass::Decode(_)) && vec4_reads(ctx, p, elem),
     };
     if let Some(b) = ctx.tuning.budget(&key) {
         return Ok(b);

@@ -60,7 +60,10 @@ impl FirstPass {
     ) -> Result<Arc<KernelPipeline>> {
         match self {
             FirstPass::Fused(c) => ctx.pipeline(spec(elem), &c.constants(p, true)).await,
-            FirstPass::Decode(k) => ctx.pipeline(k.spec(elem), &k.constants()).await,
+            FirstPass::Decode(k) => {
+                let spec = DecodeKernel::spec(ctx, p, elem);
+                ctx.pipeline(spec, &k.constants()).await
+            }
         }
     }
 }

@@ -55,8 +55,8 @@ pub(crate) struct DecodeCandidate {
     pub workgroups: u32,
 }
 
-/// A decode kernel resolved for a problem and device: a candidate plus rows per
-/// workgroup and the K/V reading variant.
+/// A decode kernel resolved for a problem class and device: a candidate plus rows per
+/// workgroup. (How it reads K and V is decided per call, see [`vec4_reads`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DecodeKernel {
     pub wg: u32,
@@ -64,7 +64,6 @@ pub(crate) struct DecodeKernel {
     pub q_private: bool,
     pub prefetch_v: bool,
     pub rows: u32,
-    pub vec4: bool,
     line_v4: u32,
     dim4: u32,
     dim_v4: u32,
@@ -105,7 +104,6 @@ impl DecodeCandidate {
             q_private: self.q_private,
             prefetch_v: self.prefetch_v,
             rows,
-            vec4: vec4_reads(ctx, p, elem),
             line_v4: (64 / (4 * elem.bytes())) as u32,
             dim4,
             dim_v4,
@@ -128,7 +126,10 @@ impl DecodeCandidate {
 /// Whether K and V can be read four elements at a time: head dims that are multiples of
 /// 4, and binding windows that start on a multiple of 4 elements (the plan aligns them
 /// to the device's storage offset alignment).
-fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
+///
+/// Decided per call, not kept in a configuration: tuning classes bucket head dims (see
+/// [`vec4s`]), so one class holds both kinds.
+pub(crate) fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
     let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     p.dim.is_multiple_of(4) && p.dim_v.is_multiple_of(4) && align.is_multiple_of(4 * elem.bytes())
 }
@@ -146,9 +147,9 @@ impl DecodeKernel {
         rows4 + tile + 3 * u64::from(ROWS_MAX) * 4 + 4
     }
 
-    /// The kernel for q, k and v stored as `elem`.
-    pub(crate) fn spec(&self, elem: Elem) -> &'static KernelSpec {
-        match (elem, self.vec4) {
+    /// The kernel for `p` with q, k and v stored as `elem`.
+    pub(crate) fn spec(ctx: &GpuContext, p: &Problem, elem: Elem) -> &'static KernelSpec {
+        match (elem, vec4_reads(ctx, p, elem)) {
             (Elem::F32, false) => &SPEC,
             (Elem::F32, true) => &SPEC_VEC4,
             (Elem::F16, false) => &SPEC_F16,
