@@ -9,7 +9,16 @@ use ndarray::Array;
 use wgpu_attention::*;
 
 fn hundred_runs_agree(what: &str, ctx: &GpuContext, opts: &AttentionOptions<'_>) {
-    let (q, k, v) = qkv(41, (2, 4, 2), (19, 37), (24, 20));
+    hundred_runs_agree_at(what, ctx, opts, (19, 37));
+}
+
+fn hundred_runs_agree_at(
+    what: &str,
+    ctx: &GpuContext,
+    opts: &AttentionOptions<'_>,
+    (lq, lk): (usize, usize),
+) {
+    let (q, k, v) = qkv(41, (2, 4, 2), (lq, lk), (24, 20));
     let first = output_bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
     for run in 1..100 {
         let again = output_bits(&attention(ctx, q.view(), k.view(), v.view(), opts).unwrap());
@@ -52,6 +61,21 @@ fn default_path_without_weights_is_bitwise_reproducible() {
     hundred_runs_agree("auto, out and lse", ctx(), &opts);
     let opts = AttentionOptions::default();
     hundred_runs_agree("auto, out only", ctx(), &opts);
+}
+
+#[test]
+fn fused_and_decode_paths_are_bitwise_reproducible() {
+    // 3,000 keys: the decode path merges several key ranges per row, in a fixed order.
+    for path in [KernelPath::Fused, KernelPath::Decode] {
+        let opts = AttentionOptions {
+            causal: true,
+            alignment: Alignment::BottomRight,
+            return_lse: true,
+            path,
+            ..Default::default()
+        };
+        hundred_runs_agree_at(&format!("{path:?}"), ctx(), &opts, (3, 3000));
+    }
 }
 
 #[test]

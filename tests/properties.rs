@@ -27,6 +27,8 @@ struct Spec {
     scale: Option<f32>,
     weights: bool,
     lse: bool,
+    // Without weights: 0 the automatic choice, 1 the fused kernel, 2 the decode kernel.
+    path: u8,
     seed: u64,
 }
 
@@ -47,9 +49,10 @@ fn spec() -> impl Strategy<Value = Spec> {
         flags,
         any::<u64>(),
         any::<bool>(),
+        0..3u8,
     )
         .prop_flat_map(
-            |((b, hkv, g, lq, lk), (d, dv), window, mask, scale, flags, seed, lens)| {
+            |((b, hkv, g, lq, lk), (d, dv), window, mask, scale, flags, seed, lens, path)| {
                 let kv_lens = if lens {
                     proptest::collection::vec(0..=lk as u32, b)
                         .prop_map(Some)
@@ -73,6 +76,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                     scale,
                     weights: flags.2,
                     lse: flags.3,
+                    path,
                     seed,
                 })
             },
@@ -125,6 +129,11 @@ fn run(s: &Spec) -> std::result::Result<(), TestCaseError> {
         kv_lens: s.kv_lens.as_deref(),
         return_weights: s.weights,
         return_lse: s.lse,
+        path: match (s.weights, s.path) {
+            (false, 1) => KernelPath::Fused,
+            (false, 2) => KernelPath::Decode,
+            _ => KernelPath::Auto,
+        },
         ..Default::default()
     };
     // check_against_reference panics with the worst element; proptest reports the
