@@ -141,3 +141,13 @@ fn gpu_default_path_matches_jax() {
         compare(&format!("gpu auto {}", c.name), &got, &c.expected);
     }
 }
+
+#[test]
+fn gpu_fused_and_decode_paths_match_jax() {
+    for c in cases() {
+        for path in [KernelPath::Fused, KernelPath::Decode] {
+            let got = gpu_nan_prefilled(&c.q, &c.k, &c.v, &options(&c, path, false)).unwrap();
+            compare(&format!("gpu {path:?} {}", c.name), &got, &c.expected);
+        }
+    }
+}
