@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{AttentionError, Result};
 use crate::gpu::budget::key_budget;
 use crate::gpu::buffers;
 use crate::gpu::chunk_bindings::ChunkBindings;
@@ -16,7 +16,7 @@ use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
 use crate::gpu::fused::{limits, spec, split_buffer};
 use crate::gpu::kernels::combine::{self, KeySplit};
-use crate::gpu::kernels::decode::{DecodeConfig, DecodeKernel};
+use crate::gpu::kernels::decode::{DecodeCandidate, DecodeKernel};
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
 use crate::gpu::pipelines::KernelPipeline;
 use crate::gpu::plan::plan;
@@ -68,7 +68,7 @@ impl FirstPass {
     }
 }
 
-/// Records the decode forward of `p` with configuration `cfg` into `encoder`. Returns
+/// Records the decode forward of `p` with the kernel of `cand` into `encoder`. Returns
 /// the device bytes it allocated beyond inputs and outputs (partials, parameters).
 ///
 /// # Errors
@@ -79,15 +79,24 @@ pub(crate) async fn record(
     encoder: &mut wgpu::CommandEncoder,
     p: &Problem,
     elem: Elem,
-    cfg: DecodeConfig,
+    cand: DecodeCandidate,
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
-    let first = FirstPass::Decode(cfg.kernel);
+    let kernel = cand
+        .resolve(ctx, p, elem)
+        .ok_or_else(|| AttentionError::TooLarge {
+            arg: "q",
+            detail: format!(
+                "the decode kernel does not fit this device's workgroup limits for D {} and Dv {}",
+                p.dim, p.dim_v
+            ),
+        })?;
+    let first = FirstPass::Decode(kernel);
     let budget = key_budget(ctx, p, elem, first).await?;
     let how = KeySplit {
         tile_keys: first.tile_keys(),
-        workgroups: cfg.workgroups,
+        workgroups: cand.workgroups,
         budget,
     };
     record_split(ctx, encoder, p, elem, first, how, inputs, outputs).await

@@ -17,7 +17,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::budget::BudgetKey;
 use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::decode::{DecodeCandidate, DecodeConfig};
+use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::problem::Problem;
 
@@ -130,7 +130,7 @@ impl ClassKey {
 pub(crate) struct TuneCache {
     off: AtomicBool,
     fused: Mutex<HashMap<ClassKey, FusedConfig>>,
-    decode: Mutex<HashMap<ClassKey, DecodeConfig>>,
+    decode: Mutex<HashMap<ClassKey, DecodeCandidate>>,
     budgets: Mutex<HashMap<BudgetKey, Option<u64>>>,
 }
 
@@ -195,7 +195,7 @@ fn remember<T>(map: &Mutex<HashMap<ClassKey, T>>, key: ClassKey, value: T) {
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 enum Candidate {
     Fused(FusedConfig),
-    Decode(DecodeConfig),
+    Decode(DecodeCandidate),
 }
 
 /// The first of `fitting` (the adapter's preferred order, already cut to what fits), or
@@ -247,14 +247,14 @@ pub(crate) async fn decode_config(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-) -> Result<DecodeConfig> {
+) -> Result<DecodeCandidate> {
     let key = ClassKey::new(p, elem, true);
     if let Some(c) = cached(&ctx.tuning.decode, &key) {
         return Ok(c);
     }
     let fitting = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
         .into_iter()
-        .filter_map(|c| c.resolve(ctx, p, elem))
+        .filter(|c| c.resolve(ctx, p, elem).is_some())
         .take(TIMED)
         .collect();
     let memo = (&ctx.tuning.decode, key);
@@ -483,9 +483,7 @@ mod tests {
         };
         let mut enc = ctx.device.create_command_encoder(&Default::default());
         let recorded = if decode_path {
-            let c = DECODE_CANDIDATES[candidate]
-                .resolve(ctx, &p, Elem::F32)
-                .expect("every decode candidate fits lavapipe at these head dims");
+            let c = DECODE_CANDIDATES[candidate];
             pollster::block_on(decode::record(
                 ctx,
                 &mut enc,

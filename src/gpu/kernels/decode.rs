@@ -55,8 +55,9 @@ pub(crate) struct DecodeCandidate {
     pub workgroups: u32,
 }
 
-/// A decode kernel resolved for a problem class and device: a candidate plus rows per
-/// workgroup. (How it reads K and V is decided per call, see [`vec4_reads`].)
+/// A decode kernel resolved for one call: a candidate's constants plus rows per
+/// workgroup, which depend on the problem beyond its tuning class. (How it reads K and V
+/// is decided per call too, see [`vec4_reads`].)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct DecodeKernel {
     pub wg: u32,
@@ -69,23 +70,17 @@ pub(crate) struct DecodeKernel {
     dim_v4: u32,
 }
 
-/// A decode launch: the kernel, and how many workgroups key ranges are added for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct DecodeConfig {
-    pub kernel: DecodeKernel,
-    pub workgroups: u32,
-}
-
 impl DecodeCandidate {
     /// The kernel for `p` on this device: as many rows per workgroup as one K/V head has
     /// (a power of two, at most ROWS_MAX) and workgroup memory allows; `None` when even
-    /// one row does not fit.
+    /// one row does not fit (which depends only on the head dims, so it holds for the
+    /// whole tuning class).
     pub(crate) fn resolve(
         &self,
         ctx: &GpuContext,
         p: &Problem,
         elem: Elem,
-    ) -> Option<DecodeConfig> {
+    ) -> Option<DecodeKernel> {
         let l = &ctx.limits;
         let (dim4, dim_v4) = (vec4s(p.dim), vec4s(p.dim_v));
         let lanes_ok = self.wg >= 1
@@ -112,10 +107,7 @@ impl DecodeCandidate {
             let k = kernel(rows);
             let private_ok = !self.q_private || rows * dim4 <= Q4_PRIVATE;
             if private_ok && k.shared_bytes() <= u64::from(l.max_compute_workgroup_storage_size) {
-                return Some(DecodeConfig {
-                    kernel: k,
-                    workgroups: self.workgroups,
-                });
+                return Some(k);
             }
             rows /= 2;
         }
