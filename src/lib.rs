@@ -33,12 +33,17 @@
 //! arrays; [`attention_gpu_async`] keeps [`GpuTensor`]s on the device. [`attention_cpu`]
 //! is the reference. A [`GpuContext`] comes from the best adapter ([`GpuContext::new`])
 //! or from an application's own device ([`GpuContext::from_device`]).
+//!
+//! Multi-head attention with projections and a KV cache, as PyTorch's
+//! `nn.MultiheadAttention`: [`mha`], [`mha_async`], [`mha_cpu`] and [`KvCache`], with
+//! weights from a `.safetensors` state dict ([`MhaWeights::from_safetensors`]).
 
 mod api;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
 mod error;
 mod gpu;
+mod mha;
 mod options;
 mod output;
 mod problem;
@@ -53,6 +58,13 @@ pub use gpu::context::{enumerate_adapters, GpuContext};
 pub use gpu::hooks::{invalid_dispatch_for_tests, staged_plan_for_tests};
 pub use gpu::source::ALL as SHADER_SOURCES;
 pub use gpu::tensor::GpuTensor;
+#[cfg(not(target_arch = "wasm32"))]
+pub use mha::{mha, mha_incremental};
+pub use mha::{
+    mha_async, mha_cpu, mha_gpu_into_async, mha_incremental_async, mha_step_into_async,
+    HeadWeights, KvCache, MhaDims, MhaGpuOutputs, MhaGpuWeights, MhaOptions, MhaOutput, MhaWeights,
+    Projections,
+};
 pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
 pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};

@@ -43,6 +43,61 @@ pub enum Command {
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
     Bench(BenchArgs),
+    /// Multi-head attention with projections, as PyTorch's nn.MultiheadAttention
+    /// (batch_first=True), with weights from a .safetensors state dict.
+    ///
+    /// Weight names: in_proj_weight (E + 2*N*E/H, E) and in_proj_bias, or q_proj_weight
+    /// (E, E), k_proj_weight and v_proj_weight (N*E/H, Ekv); out_proj.weight (E, E) and
+    /// out_proj.bias (E). N is --kv-heads (default H). Missing biases are zero. A query
+    /// whose keys are all padded gets zero attention (y is out_proj.bias there), where
+    /// PyTorch gives NaN.
+    ///
+    /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
+    /// a device or runtime failure.
+    Mha(Box<MhaArgs>),
+}
+
+/// The flags of `wgpu-attention mha`.
+#[derive(Debug, clap::Args)]
+pub struct MhaArgs {
+    /// The layer's weights: a .safetensors file with PyTorch's state_dict names.
+    #[arg(long, value_name = "W.safetensors")]
+    pub weights: PathBuf,
+    /// Queries (and keys and values for self-attention), (B, L, E).
+    #[arg(long = "x", value_name = "X.npy")]
+    pub x: PathBuf,
+    /// Keys and values for cross-attention, (B, S, Ekv).
+    #[arg(long = "kv", value_name = "KV.npy")]
+    pub kv: Option<PathBuf>,
+    /// Query heads H; must divide E.
+    #[arg(long, value_name = "H")]
+    pub heads: usize,
+    /// Key/value heads N (grouped-query); must divide H. Default H.
+    #[arg(long, value_name = "N")]
+    pub kv_heads: Option<usize>,
+    /// Query i sees keys j <= i (top-left over (L, S)).
+    #[arg(long)]
+    pub causal: bool,
+    /// (B, S), bool or integer: true (nonzero) = this key is padding and is ignored
+    /// (PyTorch's polarity).
+    #[arg(long, value_name = "M.npy")]
+    pub key_padding_mask: Option<PathBuf>,
+    /// Feed X one token at a time through a KV cache on the GPU (self-attention, causal
+    /// implied); the result equals the full causal run.
+    #[arg(long, conflicts_with = "kv")]
+    pub incremental: bool,
+    /// Where to write y, (B, L, E), f32.
+    #[arg(long = "out", value_name = "Y.npy")]
+    pub out: PathBuf,
+    /// Also write the attention weights, (B, L, S) averaged over heads, f32.
+    #[arg(long, value_name = "A.npy")]
+    pub attn_weights: Option<PathBuf>,
+    /// Write weights per head, (B, H, L, S), instead of their mean.
+    #[arg(long, requires = "attn_weights")]
+    pub per_head_weights: bool,
+    /// Where to compute: the GPU kernels or the CPU reference (f64).
+    #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+    pub backend: Backend,
 }
 
 /// The flags of `wgpu-attention bench`.

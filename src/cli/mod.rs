@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod exit;
 mod info;
+mod mha;
 mod npy;
 mod run;
 
@@ -26,6 +27,7 @@ pub fn main() -> ExitCode {
         Some(Command::Info) => info::run(),
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::Mha(args)) => mha::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

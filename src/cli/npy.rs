@@ -54,6 +54,7 @@ enum Want {
     Floats,
     Mask,
     Lens,
+    PaddingMask,
 }
 
 impl Want {
@@ -63,6 +64,7 @@ impl Want {
             Self::Floats => float,
             Self::Mask => float || d == Dtype::Bool,
             Self::Lens => matches!(d, Dtype::I32 | Dtype::I64),
+            Self::PaddingMask => matches!(d, Dtype::Bool | Dtype::I32 | Dtype::I64),
         }
     }
 
@@ -71,6 +73,7 @@ impl Want {
             Self::Floats => "float32, float64 or float16",
             Self::Mask => "bool, float32, float64 or float16",
             Self::Lens => "int32 or int64",
+            Self::PaddingMask => "bool, int32 or int64",
         }
     }
 }
@@ -297,6 +300,17 @@ pub fn read_lens(flag: &'static str, path: &Path) -> Result<Vec<u32>, CliError> 
             })
         })
         .collect()
+}
+
+/// A key padding mask in PyTorch's polarity: bool, or int32/int64 where nonzero means
+/// true (this key is padding). Shape is checked by the caller.
+pub fn read_padding_mask(flag: &'static str, path: &Path) -> Result<ArrayD<bool>, CliError> {
+    let npy = load(flag, path, Want::PaddingMask)?;
+    match npy.dtype {
+        Dtype::Bool => npy.read::<bool>(flag, path),
+        Dtype::I32 => Ok(npy.read::<i32>(flag, path)?.mapv(|x| x != 0)),
+        _ => Ok(npy.read::<i64>(flag, path)?.mapv(|x| x != 0)),
+    }
 }
 
 /// Writes an f32 array (any rank) as a row-major `.npy` file.

@@ -11,6 +11,7 @@ pub(crate) mod forward;
 pub(crate) mod fused;
 pub(crate) mod hooks;
 pub(crate) mod kernels;
+pub(crate) mod linear;
 pub(crate) mod params;
 pub(crate) mod pipelines;
 pub(crate) mod plan;

@@ -53,6 +53,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("decode_vec4_f16", DECODE_VEC4_F16),
     ("combine", COMBINE),
     ("to_f16", TO_F16),
+    ("linear", LINEAR),
 ];
 
 /// The decode kernel: element type, then how it reads K and V (`kv_scalar.wgsl` for any
@@ -91,3 +92,6 @@ pub(crate) const COMBINE: &str = concat!(
 );
 
 pub(crate) const TO_F16: &str = include_str!("../../shaders/to_f16.wgsl");
+
+/// The dense layer of the multi-head attention module (projections in and out).
+pub(crate) const LINEAR: &str = include_str!("../../shaders/linear.wgsl");

@@ -4,6 +4,7 @@ pub(crate) mod cast;
 pub(crate) mod combine;
 pub(crate) mod decode;
 pub(crate) mod fused;
+pub(crate) mod linear;
 pub(crate) mod pv;
 pub(crate) mod qk;
 pub(crate) mod softmax;
