@@ -148,7 +148,7 @@ fn safetensors(tensors: &[(&str, &[usize])]) -> Vec<u8> {
         offset += bytes;
     }
     let mut text = serde_json::to_vec(&serde_json::Value::Object(header)).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();

@@ -470,7 +470,7 @@ fn safetensors(tensors: &[(&str, ArrayD<f32>)]) -> Vec<u8> {
         header.insert(name.to_string(), serde_json::json!({"dtype": "F32", "shape": a.shape(), "data_offsets": [start, data.len()]}));
     }
     let mut text = serde_json::to_vec(&Value::Object(header)).unwrap();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();
