@@ -196,3 +196,15 @@ fn head_dims_of_one_tuning_class_read_k_and_v_their_own_way() {
         );
     }
 }
+
+#[test]
+fn web_default_limits_still_fit_every_head_dim() {
+    // WebGPU's default limits (16 KiB of workgroup memory, 256 invocations), as a browser
+    // gives them: rows per workgroup shrink until the kernel fits.
+    let c = context_with_limits(|_| wgpu::Limits::default());
+    for (n, &(d, dv)) in [(256, 256), (128, 64), (64, 256)].iter().enumerate() {
+        let (q, k, v) = qkv(2100 + n as u64, (1, 8, 2), (3, 1100), (d, dv));
+        let opts = decode(bottom_right_causal());
+        check_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
+    }
+}
