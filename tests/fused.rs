@@ -293,3 +293,19 @@ fn long_key_loops_stay_exact() {
         check(what, &q, &k, &v, &fused(opts));
     }
 }
+
+#[test]
+fn web_default_limits_still_fit_every_head_dim() {
+    // WebGPU's default limits (16 KiB of workgroup memory, 256 invocations), as a browser
+    // gives them: smaller tiles serve the large head dims.
+    let c = context_with_limits(|_| wgpu::Limits::default());
+    for (n, &(d, dv)) in [(256, 256), (128, 64), (64, 256)].iter().enumerate() {
+        let (q, k, v) = qkv(2200 + n as u64, (1, 4, 2), (70, 90), (d, dv));
+        let opts = fused(AttentionOptions {
+            causal: true,
+            return_lse: true,
+            ..Default::default()
+        });
+        check_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
+    }
+}
