@@ -79,6 +79,21 @@ impl BenchConfig {
         )
     }
 
+    /// Bytes any implementation must move at least: q, k and v read once in their storage
+    /// precision, the f32 output written once. Divided by the time, the bandwidth a call
+    /// reaches, the measure for decoding, which is bound by reading K and V.
+    pub fn min_bytes(&self) -> Result<f64> {
+        let p = self.problem()?;
+        let elem = match self.precision {
+            Precision::F32 => 4.0,
+            Precision::F16 => 2.0,
+        };
+        let (b, hq, hkv) = (p.batch as f64, p.heads_q as f64, p.heads_kv as f64);
+        let (lq, lk, d, dv) = (p.len_q as f64, p.len_k as f64, p.dim as f64, p.dim_v as f64);
+        let inputs = b * (hq * lq * d + hkv * lk * (d + dv));
+        Ok(inputs * elem + b * hq * lq * dv * 4.0)
+    }
+
     /// Floating-point operations of one call: `2 * B * Hq * (D + Dv)` per allowed pair.
     pub fn flops(&self) -> Result<f64> {
         let p = self.problem()?;
@@ -107,6 +122,8 @@ pub struct BenchResult {
     pub median_ms: f64,
     pub min_ms: f64,
     pub gflops: f64,
+    /// GB/s of [`BenchConfig::min_bytes`].
+    pub gbps: f64,
     /// Device bytes the call allocates beyond its inputs and outputs (score scratch,
     /// partials, f16 copies, parameters); 0 on the CPU.
     pub peak_device_bytes: u64,
@@ -134,7 +151,8 @@ impl BenchResult {
             concat!(
                 "{{\"backend\": \"{}\", \"path\": \"{}\", \"precision\": \"{}\", ",
                 "\"shape\": [{}, {}, {}, {}, {}], \"hkv\": {}, \"dv\": {}, \"causal\": {}, ",
-                "\"median_ms\": {}, \"min_ms\": {}, \"gflops\": {}, \"peak_device_bytes\": {}, ",
+                "\"median_ms\": {}, \"min_ms\": {}, \"gflops\": {}, \"gbps\": {}, ",
+                "\"peak_device_bytes\": {}, ",
                 "\"timing\": \"{}\", \"adapter\": {}, \"upload_ms\": {}, \"download_ms\": {}, ",
                 "\"iters\": {}}}"
             ),
@@ -152,6 +170,7 @@ impl BenchResult {
             json_number(self.median_ms),
             json_number(self.min_ms),
             json_number(self.gflops),
+            json_number(self.gbps),
             self.peak_device_bytes,
             timing,
             json_string(&self.adapter),
@@ -318,6 +337,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         median_ms,
         min_ms,
         gflops: config.flops()? / (median_ms * 1e6),
+        gbps: config.min_bytes()? / (median_ms * 1e6),
         peak_device_bytes: scratch,
         timing: if timer.is_some() {
             Timing::Timestamp
@@ -366,6 +386,7 @@ pub fn bench_cpu(config: &BenchConfig) -> Result<BenchResult> {
         median_ms,
         min_ms,
         gflops: config.flops()? / (median_ms * 1e6),
+        gbps: config.min_bytes()? / (median_ms * 1e6),
         peak_device_bytes: 0,
         timing: Timing::Wall,
         adapter: "cpu".into(),
@@ -395,6 +416,7 @@ mod tests {
             median_ms: 1.5,
             min_ms: 1.0,
             gflops: 2.0,
+            gbps: 3.0,
             peak_device_bytes: 7,
             timing: Timing::Wall,
             adapter: "a \"b\"".into(),
@@ -412,6 +434,7 @@ mod tests {
             "\"causal\": false",
             "\"median_ms\": 1.5",
             "\"gflops\": 2.0",
+            "\"gbps\": 3.0",
             "\"peak_device_bytes\": 7",
             "\"timing\": \"wall\"",
             "\"adapter\": \"a \\\"b\\\"\"",

@@ -65,8 +65,16 @@ fn blame(e: AttentionError) -> CliError {
 
 fn print_table(results: &[BenchResult]) {
     println!(
-        "{:<8} {:<7} {:<5} {:>11} {:>10} {:>14} {:>10} {:>10}  timing",
-        "backend", "path", "prec", "median ms", "GFLOP/s", "device bytes", "upload ms", "read ms"
+        "{:<8} {:<7} {:<5} {:>11} {:>10} {:>8} {:>14} {:>10} {:>10}  timing",
+        "backend",
+        "path",
+        "prec",
+        "median ms",
+        "GFLOP/s",
+        "GB/s",
+        "device bytes",
+        "upload ms",
+        "read ms"
     );
     for r in results {
         let precision = match r.config.precision {
@@ -79,12 +87,13 @@ fn print_table(results: &[BenchResult]) {
             (Timing::Wall, _) => "wall clock (the adapter has no timestamp queries)",
         };
         println!(
-            "{:<8} {:<7} {:<5} {:>11.3} {:>10.2} {:>14} {:>10.2} {:>10.2}  {timing}",
+            "{:<8} {:<7} {:<5} {:>11.3} {:>10.2} {:>8.2} {:>14} {:>10.2} {:>10.2}  {timing}",
             r.backend,
             r.path,
             precision,
             r.median_ms,
             r.gflops,
+            r.gbps,
             r.peak_device_bytes,
             r.upload_ms,
             r.download_ms
