@@ -64,18 +64,12 @@ pub(crate) async fn key_budget(
 
 mod probe {
     use super::*;
-    use crate::gpu::buffers;
     use crate::gpu::kernels::combine::KeySplit;
     use crate::gpu::readback::read_ranges;
-    use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+    use crate::gpu::zero_run::ZeroRun;
     use crate::gpu::{decode, fused};
     use crate::options::AttentionOptions;
     use crate::problem::validate;
-
-    fn zeros(ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer> {
-        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
-        buffers::empty(ctx, "wgpu-attention loop probe", bytes, usage)
-    }
 
     pub(super) async fn run(
         ctx: &GpuContext,
@@ -102,24 +96,9 @@ mod probe {
             &[1, 1, n, p.dim_v],
             &opts,
         )?;
-        let q = zeros(ctx, p.dim as u64 * elem.bytes())?;
-        let k = zeros(ctx, offered * p.dim as u64 * elem.bytes())?;
-        let v = zeros(ctx, offered * p.dim_v as u64 * elem.bytes())?;
-        let out = zeros(ctx, p.dim_v as u64 * 4)?;
-        let lse = zeros(ctx, 4)?;
+        let run = ZeroRun::new(ctx, "wgpu-attention loop probe", &pp, elem, true)?;
+        let (inputs, outputs) = (run.inputs(), run.outputs());
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let inputs = ForwardInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            mask: None,
-            kv_lens: None,
-        };
-        let outputs = ForwardOutputs {
-            out: &out,
-            lse: Some(&lse),
-            weights: None,
-        };
         match pass {
             FirstPass::Fused(cfg) => {
                 fused::record_direct(ctx, &mut encoder, &pp, elem, cfg, &inputs, &outputs).await?
@@ -136,7 +115,10 @@ mod probe {
             }
         };
         ctx.queue.submit([encoder.finish()]);
-        let read = read_ranges(ctx, &[(&lse, 0, 4)]).await?;
+        let Some(lse) = outputs.lse else {
+            return Ok(None);
+        };
+        let read = read_ranges(ctx, &[(lse, 0, 4)]).await?;
         let lse = read.first().and_then(|v| v.first()).copied().unwrap_or(0.0);
         // Every logit is 0, so lse = ln(keys visited).
         let visited = f64::from(lse).exp();

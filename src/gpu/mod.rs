@@ -25,3 +25,4 @@ pub(crate) mod tensor;
 pub(crate) mod timer;
 pub(crate) mod tune;
 pub(crate) mod upload;
+pub(crate) mod zero_run;

@@ -269,9 +269,8 @@ mod timing {
     use std::time::Instant;
 
     use super::*;
-    use crate::gpu::buffers;
-    use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
     use crate::gpu::timer::Timer;
+    use crate::gpu::zero_run::ZeroRun;
     use crate::gpu::{decode, fused};
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
@@ -311,15 +310,6 @@ mod timing {
         )
     }
 
-    fn zeros(ctx: &GpuContext, bytes: u64) -> Result<wgpu::Buffer> {
-        buffers::empty(
-            ctx,
-            "wgpu-attention tuning",
-            bytes,
-            wgpu::BufferUsages::STORAGE,
-        )
-    }
-
     /// Submits `encoder` (its timed work between `timer`'s marks) and times it.
     async fn time_run(
         ctx: &GpuContext,
@@ -349,23 +339,8 @@ mod timing {
     ) -> Result<Option<usize>> {
         let is_decode = matches!(candidates.first(), Some(Candidate::Decode(_)));
         let pp = proxy(p, is_decode)?;
-        let e = elem.bytes();
-        let q = zeros(ctx, (pp.heads_q * pp.len_q * pp.dim) as u64 * e)?;
-        let k = zeros(ctx, (pp.heads_kv * pp.len_k * pp.dim) as u64 * e)?;
-        let v = zeros(ctx, (pp.heads_kv * pp.len_k * pp.dim_v) as u64 * e)?;
-        let out = zeros(ctx, (pp.heads_q * pp.len_q * pp.dim_v) as u64 * 4)?;
-        let inputs = ForwardInputs {
-            q: &q,
-            k: &k,
-            v: &v,
-            mask: None,
-            kv_lens: None,
-        };
-        let outputs = ForwardOutputs {
-            out: &out,
-            lse: None,
-            weights: None,
-        };
+        let zero = ZeroRun::new(ctx, "wgpu-attention tuning", &pp, elem, false)?;
+        let (inputs, outputs) = (zero.inputs(), zero.outputs());
         let timer = Timer::new(ctx)?;
         let run = |candidate: Candidate| {
             let (timer, inputs, outputs, pp) = (timer.as_ref(), &inputs, &outputs, &pp);

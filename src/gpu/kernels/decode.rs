@@ -5,24 +5,10 @@
 
 use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::fused::vec4s;
-use crate::gpu::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::fused::{vec4s, BINDINGS};
+use crate::gpu::pipelines::KernelSpec;
 use crate::gpu::source;
 use crate::problem::Problem;
-
-/// The same bindings as fused.wgsl, so that both first passes share the launch code;
-/// decode.wgsl leaves lse (7) unused.
-const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Read,      // q
-    Binding::Read,      // k
-    Binding::Read,      // v
-    Binding::Read,      // mask
-    Binding::Read,      // kv_lens
-    Binding::ReadWrite, // partials
-    Binding::ReadWrite, // lse (unused)
-    Binding::Uniform,   // split
-];
 
 const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
     KernelSpec {

@@ -11,7 +11,9 @@ use crate::gpu::plan::Chunk;
 use crate::gpu::source;
 use crate::problem::Problem;
 
-const BINDINGS: &[Binding] = &[
+/// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
+/// decoding bind alike (decode.wgsl leaves lse unused).
+pub(crate) const BINDINGS: &[Binding] = &[
     Binding::Uniform,
     Binding::Read,      // q
     Binding::Read,      // k

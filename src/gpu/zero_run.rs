@@ -1,0 +1,69 @@
+//! Zero-filled inputs and outputs sized for a problem: for runs whose result says
+//! something about the kernels rather than the data (timing candidates, probing loop
+//! limits).
+
+use crate::error::Result;
+use crate::gpu::buffers;
+use crate::gpu::context::GpuContext;
+use crate::gpu::forward::Elem;
+use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+use crate::problem::Problem;
+
+/// q, k and v stored as some element type, all zeros, and f32 outputs.
+pub(crate) struct ZeroRun {
+    q: wgpu::Buffer,
+    k: wgpu::Buffer,
+    v: wgpu::Buffer,
+    out: wgpu::Buffer,
+    lse: Option<wgpu::Buffer>,
+}
+
+impl ZeroRun {
+    /// Buffers for `p` with q, k and v stored as `elem`, and a log-sum-exp output when
+    /// `with_lse`. Outputs can be copied from, to read them back.
+    ///
+    /// # Errors
+    /// [`crate::AttentionError::TooLarge`] or a device error when an allocation fails.
+    pub(crate) fn new(
+        ctx: &GpuContext,
+        label: &str,
+        p: &Problem,
+        elem: Elem,
+        with_lse: bool,
+    ) -> Result<Self> {
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let zeros =
+            |elems: usize, bytes: u64| buffers::empty(ctx, label, elems as u64 * bytes, usage);
+        let (bq, bkv) = (p.batch * p.heads_q, p.batch * p.heads_kv);
+        let e = elem.bytes();
+        Ok(Self {
+            q: zeros(bq * p.len_q * p.dim, e)?,
+            k: zeros(bkv * p.len_k * p.dim, e)?,
+            v: zeros(bkv * p.len_k * p.dim_v, e)?,
+            out: zeros(bq * p.len_q * p.dim_v, 4)?,
+            lse: if with_lse {
+                Some(zeros(bq * p.len_q, 4)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    pub(crate) fn inputs(&self) -> ForwardInputs<'_> {
+        ForwardInputs {
+            q: &self.q,
+            k: &self.k,
+            v: &self.v,
+            mask: None,
+            kv_lens: None,
+        }
+    }
+
+    pub(crate) fn outputs(&self) -> ForwardOutputs<'_> {
+        ForwardOutputs {
+            out: &self.out,
+            lse: self.lse.as_ref(),
+            weights: None,
+        }
+    }
+}
