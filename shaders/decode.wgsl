@@ -28,11 +28,9 @@
 // partial m NaN; a range with no allowed key leaves m = -inf, l = 0; a key whose weight
 // is exactly 0 adds nothing, so a NaN in V behind a masked key never leaks.
 
-@group(0) @binding(1) var<storage, read> q: array<elem>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read> kv_lens: array<u32>;
+// q, mask, key lengths and split come with tile.wgsl, k and v with kv_scalar.wgsl or
+// kv_vec4.wgsl; binding 7 is unused.
 @group(0) @binding(6) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(8) var<uniform> split: Split;
 
 // Invocations per workgroup, and keys per tile.
 override WG: u32 = 64u;

@@ -25,15 +25,10 @@
 // out 0 and lse -inf; a key whose weight is exactly 0 adds nothing, so a NaN in V behind
 // a masked key never leaks.
 
-@group(0) @binding(1) var<storage, read> q: array<elem>;
-@group(0) @binding(2) var<storage, read> k: array<elem>;
-@group(0) @binding(3) var<storage, read> v: array<elem>;
-@group(0) @binding(4) var<storage, read> mask: array<u32>;
-@group(0) @binding(5) var<storage, read> kv_lens: array<u32>;
+// q, mask, key lengths and split come with tile.wgsl, k and v with kv_scalar.wgsl.
 // The output (B, Hq, Lq, Dv) window, or with PARTIAL the partials.
 @group(0) @binding(6) var<storage, read_write> dst: array<f32>;
 @group(0) @binding(7) var<storage, read_write> lse: array<f32>;
-@group(0) @binding(8) var<uniform> split: Split;
 
 // Invocations per workgroup.
 override WG: u32 = 64u;
@@ -141,29 +136,21 @@ fn main(
         workgroupBarrier();
         for (var e4 = li; e4 < KEYS * HEAD_DIM4; e4 += WG) {
             let key = j0 + e4 / HEAD_DIM4;
-            let krow = (kbase + key) * params.dim - params.k_base;
             var x = vec4(0.0);
-            for (var c = 0u; c < 4u; c++) {
-                let d = 4u * (e4 % HEAD_DIM4) + c;
-                // Keys past this split (and the batch's length, and Lk) and the padding
-                // past D load as zeros; such keys are masked.
-                if i32(key) < kend && d < params.dim {
-                    x[c] = f32(k[krow + d]);
-                }
+            // Keys past this split (and the batch's length, and Lk) load as zeros; such
+            // keys are masked. load_k4 zeroes the padding past D.
+            if i32(key) < kend {
+                x = load_k4(kbase + key, e4 % HEAD_DIM4);
             }
             k_tile[e4] = x;
         }
         var nonfinite = false;
         for (var e4 = li; e4 < KEYS * HEAD_DIM_V4; e4 += WG) {
             let key = j0 + e4 / HEAD_DIM_V4;
-            let vrow = (kbase + key) * params.dim_v - params.v_base;
             var x = vec4(0.0);
-            for (var c = 0u; c < 4u; c++) {
-                let e = 4u * (e4 % HEAD_DIM_V4) + c;
-                // As above, for V and Dv.
-                if i32(key) < kend && e < params.dim_v {
-                    x[c] = f32(v[vrow + e]);
-                }
+            // As above, for V and Dv.
+            if i32(key) < kend {
+                x = load_v4(kbase + key, e4 % HEAD_DIM_V4);
             }
             nonfinite = nonfinite || !all_finite(x);
             v_tile[e4] = x;

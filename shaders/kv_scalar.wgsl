@@ -1,4 +1,4 @@
-// K and V for decode.wgsl, read one element at a time: any D and Dv.
+// K and V for fused.wgsl and decode.wgsl, read one element at a time: any D and Dv.
 
 @group(0) @binding(2) var<storage, read> k: array<elem>;
 @group(0) @binding(3) var<storage, read> v: array<elem>;

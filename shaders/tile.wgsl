@@ -1,5 +1,11 @@
-// Shared by fused.wgsl and decode.wgsl (after masking.wgsl and launch.wgsl): which K/V
-// head, rows and keys a workgroup of a launch serves.
+// Shared by fused.wgsl and decode.wgsl (after masking.wgsl and launch.wgsl): the
+// bindings they declare alike, and which K/V head, rows and keys a workgroup of a launch
+// serves.
+
+@group(0) @binding(1) var<storage, read> q: array<elem>;
+@group(0) @binding(4) var<storage, read> mask: array<u32>;
+@group(0) @binding(5) var<storage, read> kv_lens: array<u32>;
+@group(0) @binding(8) var<uniform> split: Split;
 
 // A workgroup's share of a launch: K/V heads x row tiles x key ranges, flattened.
 struct Tile {

@@ -3,7 +3,8 @@
 //! Kernels that read q, k and v in either precision start with an element-type prelude
 //! (`elem_f32.wgsl` or `elem_f16.wgsl`) that names their storage type `elem`. The
 //! split-KV kernels share `launch.wgsl` (key ranges, row packing), and the two that loop
-//! over keys also `tile.wgsl` (which head, rows and keys a workgroup serves).
+//! over keys also `tile.wgsl` (their common bindings; which head, rows and keys a
+//! workgroup serves) and a K/V reader.
 
 pub(crate) const QK: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
@@ -21,23 +22,64 @@ pub(crate) const PV: &str = concat!(
     include_str!("../../shaders/pv.wgsl")
 );
 
-pub(crate) const FUSED: &str = concat!(
-    include_str!("../../shaders/elem_f32.wgsl"),
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/masking.wgsl"),
-    include_str!("../../shaders/launch.wgsl"),
-    include_str!("../../shaders/tile.wgsl"),
-    include_str!("../../shaders/fused.wgsl")
+/// A kernel that loops over keys (fused.wgsl, decode.wgsl): its element type, the shared
+/// preludes, how it reads K and V (`kv_scalar.wgsl` for any head dim, `kv_vec4.wgsl` four
+/// elements at a time), then the kernel itself.
+macro_rules! key_loop_source {
+    ($elem:literal, $kv:literal, $kernel:literal) => {
+        concat!(
+            include_str!($elem),
+            include_str!("../../shaders/common.wgsl"),
+            include_str!("../../shaders/masking.wgsl"),
+            include_str!("../../shaders/launch.wgsl"),
+            include_str!("../../shaders/tile.wgsl"),
+            include_str!($kv),
+            include_str!($kernel)
+        )
+    };
+}
+
+pub(crate) const FUSED: &str = key_loop_source!(
+    "../../shaders/elem_f32.wgsl",
+    "../../shaders/kv_scalar.wgsl",
+    "../../shaders/fused.wgsl"
+);
+pub(crate) const FUSED_F16: &str = key_loop_source!(
+    "../../shaders/elem_f16.wgsl",
+    "../../shaders/kv_scalar.wgsl",
+    "../../shaders/fused.wgsl"
+);
+pub(crate) const DECODE: &str = key_loop_source!(
+    "../../shaders/elem_f32.wgsl",
+    "../../shaders/kv_scalar.wgsl",
+    "../../shaders/decode.wgsl"
+);
+pub(crate) const DECODE_VEC4: &str = key_loop_source!(
+    "../../shaders/elem_f32.wgsl",
+    "../../shaders/kv_vec4.wgsl",
+    "../../shaders/decode.wgsl"
+);
+pub(crate) const DECODE_F16: &str = key_loop_source!(
+    "../../shaders/elem_f16.wgsl",
+    "../../shaders/kv_scalar.wgsl",
+    "../../shaders/decode.wgsl"
+);
+pub(crate) const DECODE_VEC4_F16: &str = key_loop_source!(
+    "../../shaders/elem_f16.wgsl",
+    "../../shaders/kv_vec4.wgsl",
+    "../../shaders/decode.wgsl"
 );
 
-pub(crate) const FUSED_F16: &str = concat!(
-    include_str!("../../shaders/elem_f16.wgsl"),
+pub(crate) const COMBINE: &str = concat!(
     include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/masking.wgsl"),
     include_str!("../../shaders/launch.wgsl"),
-    include_str!("../../shaders/tile.wgsl"),
-    include_str!("../../shaders/fused.wgsl")
+    include_str!("../../shaders/combine.wgsl")
 );
+
+pub(crate) const TO_F16: &str = include_str!("../../shaders/to_f16.wgsl");
+
+/// The dense layer of the multi-head attention module (projections in and out).
+pub(crate) const LINEAR: &str = include_str!("../../shaders/linear.wgsl");
 
 /// Every kernel's full source with its name, for validation without a GPU. The f16
 /// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`).
@@ -55,43 +97,3 @@ pub const ALL: &[(&str, &str)] = &[
     ("to_f16", TO_F16),
     ("linear", LINEAR),
 ];
-
-/// The decode kernel: element type, then how it reads K and V (`kv_scalar.wgsl` for any
-/// head dim, `kv_vec4.wgsl` four elements at a time).
-macro_rules! decode_source {
-    ($elem:literal, $kv:literal) => {
-        concat!(
-            include_str!($elem),
-            include_str!("../../shaders/common.wgsl"),
-            include_str!("../../shaders/masking.wgsl"),
-            include_str!("../../shaders/launch.wgsl"),
-            include_str!("../../shaders/tile.wgsl"),
-            include_str!($kv),
-            include_str!("../../shaders/decode.wgsl")
-        )
-    };
-}
-
-pub(crate) const DECODE: &str = decode_source!(
-    "../../shaders/elem_f32.wgsl",
-    "../../shaders/kv_scalar.wgsl"
-);
-pub(crate) const DECODE_VEC4: &str =
-    decode_source!("../../shaders/elem_f32.wgsl", "../../shaders/kv_vec4.wgsl");
-pub(crate) const DECODE_F16: &str = decode_source!(
-    "../../shaders/elem_f16.wgsl",
-    "../../shaders/kv_scalar.wgsl"
-);
-pub(crate) const DECODE_VEC4_F16: &str =
-    decode_source!("../../shaders/elem_f16.wgsl", "../../shaders/kv_vec4.wgsl");
-
-pub(crate) const COMBINE: &str = concat!(
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/launch.wgsl"),
-    include_str!("../../shaders/combine.wgsl")
-);
-
-pub(crate) const TO_F16: &str = include_str!("../../shaders/to_f16.wgsl");
-
-/// The dense layer of the multi-head attention module (projections in and out).
-pub(crate) const LINEAR: &str = include_str!("../../shaders/linear.wgsl");
