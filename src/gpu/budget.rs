@@ -64,7 +64,6 @@ pub(crate) async fn key_budget(
 
 mod probe {
     use super::*;
-    use crate::gpu::kernels::combine::KeySplit;
     use crate::gpu::readback::read_ranges;
     use crate::gpu::zero_run::ZeroRun;
     use crate::gpu::{decode, fused};
@@ -105,13 +104,18 @@ mod probe {
             }
             FirstPass::Decode(_) => {
                 // One key range: the whole key loop in one workgroup.
-                let how = KeySplit {
-                    tile_keys: pass.tile_keys(),
-                    workgroups: 1,
-                    budget: None,
-                };
-                decode::record_split(ctx, &mut encoder, &pp, elem, pass, how, &inputs, &outputs)
-                    .await?
+                let ranges = (1, None);
+                decode::record_split(
+                    ctx,
+                    &mut encoder,
+                    &pp,
+                    elem,
+                    pass,
+                    ranges,
+                    &inputs,
+                    &outputs,
+                )
+                .await?
             }
         };
         ctx.queue.submit([encoder.finish()]);

@@ -94,16 +94,13 @@ pub(crate) async fn record(
         })?;
     let first = FirstPass::Decode(kernel);
     let budget = key_budget(ctx, p, elem, first).await?;
-    let how = KeySplit {
-        tile_keys: first.tile_keys(),
-        workgroups: cand.workgroups,
-        budget,
-    };
-    record_split(ctx, encoder, p, elem, first, how, inputs, outputs).await
+    let ranges = (cand.workgroups, budget);
+    record_split(ctx, encoder, p, elem, first, ranges, inputs, outputs).await
 }
 
-/// Records `first` over key ranges cut as `how` says, then the combine pass. Returns the
-/// device bytes it allocated beyond inputs and outputs.
+/// Records `first` over key ranges, then the combine pass. `(workgroups, budget)`: about
+/// how many workgroups the ranges should make, and the most keys one may take (see
+/// [`KeySplit`]). Returns the device bytes it allocated beyond inputs and outputs.
 ///
 /// # Errors
 /// As [`record`].
@@ -114,10 +111,15 @@ pub(crate) async fn record_split(
     p: &Problem,
     elem: Elem,
     first: FirstPass,
-    how: KeySplit,
+    (workgroups, budget): (u32, Option<u64>),
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
+    let how = KeySplit {
+        tile_keys: first.tile_keys(),
+        workgroups,
+        budget,
+    };
     // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
     // bounds rows x Lk x 4 bytes, so express the bound in those units.
     let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;

@@ -10,7 +10,6 @@ use crate::gpu::decode;
 use crate::gpu::decode::FirstPass;
 use crate::gpu::dispatch::{bind_group, grid, range};
 use crate::gpu::forward::Elem;
-use crate::gpu::kernels::combine::KeySplit;
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
 use crate::gpu::plan::{plan, PlanLimits};
 use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
@@ -62,15 +61,11 @@ pub(crate) async fn record(
     inputs: &ForwardInputs<'_>,
     outputs: &ForwardOutputs<'_>,
 ) -> Result<u64> {
-    let budget = key_budget(ctx, p, elem, FirstPass::Fused(cfg)).await?;
+    let first = FirstPass::Fused(cfg);
+    let budget = key_budget(ctx, p, elem, first).await?;
     if budget.is_some_and(|b| p.len_k as u64 > b) {
-        let first = FirstPass::Fused(cfg);
-        let how = KeySplit {
-            tile_keys: cfg.keys,
-            workgroups: 1,
-            budget,
-        };
-        return decode::record_split(ctx, encoder, p, elem, first, how, inputs, outputs).await;
+        let ranges = (1, budget);
+        return decode::record_split(ctx, encoder, p, elem, first, ranges, inputs, outputs).await;
     }
     record_direct(ctx, encoder, p, elem, cfg, inputs, outputs).await
 }
