@@ -19,6 +19,10 @@ use crate::gpu::context::GpuContext;
 use crate::gpu::forward::Elem;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::{decode, fused};
 use crate::problem::Problem;
 
 const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
@@ -198,6 +202,25 @@ enum Candidate {
     Decode(DecodeCandidate),
 }
 
+#[cfg(not(target_arch = "wasm32"))]
+impl Candidate {
+    /// Records the forward of `p` with this configuration (see `forward::record`).
+    async fn record(
+        self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        p: &Problem,
+        elem: Elem,
+        inputs: &ForwardInputs<'_>,
+        outputs: &ForwardOutputs<'_>,
+    ) -> Result<u64> {
+        match self {
+            Candidate::Decode(d) => decode::record(ctx, encoder, p, elem, d, inputs, outputs).await,
+            Candidate::Fused(f) => fused::record(ctx, encoder, p, elem, f, inputs, outputs).await,
+        }
+    }
+}
+
 /// The first of `fitting` (the adapter's preferred order, already cut to what fits), or
 /// with tuning on the fastest of them, remembered in `memo` under the problem's class.
 async fn choose<T: Copy>(
@@ -271,7 +294,6 @@ mod timing {
     use super::*;
     use crate::gpu::timer::Timer;
     use crate::gpu::zero_run::ZeroRun;
-    use crate::gpu::{decode, fused};
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
 
@@ -349,14 +371,9 @@ mod timing {
                 if let Some(t) = timer {
                     t.start(&mut enc);
                 }
-                match candidate {
-                    Candidate::Decode(d) => {
-                        decode::record(ctx, &mut enc, pp, elem, d, inputs, outputs).await?
-                    }
-                    Candidate::Fused(f) => {
-                        fused::record(ctx, &mut enc, pp, elem, f, inputs, outputs).await?
-                    }
-                };
+                candidate
+                    .record(ctx, &mut enc, pp, elem, inputs, outputs)
+                    .await?;
                 time_run(ctx, timer, enc).await
             }
         };
@@ -410,9 +427,7 @@ mod tests {
 
     use super::*;
     use crate::api::GpuOutputs;
-    use crate::gpu::staged::ForwardInputs;
     use crate::gpu::tensor::GpuTensor;
-    use crate::gpu::{decode, fused};
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
     use crate::reference::attention_cpu;
@@ -457,30 +472,13 @@ mod tests {
             kv_lens: kv_lens.as_ref(),
         };
         let mut enc = ctx.device.create_command_encoder(&Default::default());
-        let recorded = if decode_path {
-            let c = DECODE_CANDIDATES[candidate];
-            pollster::block_on(decode::record(
-                ctx,
-                &mut enc,
-                &p,
-                Elem::F32,
-                c,
-                &inputs,
-                &outputs.forward(&p),
-            ))
+        let c = if decode_path {
+            Candidate::Decode(DECODE_CANDIDATES[candidate])
         } else {
-            let c = FUSED_CANDIDATES[candidate];
-            pollster::block_on(fused::record(
-                ctx,
-                &mut enc,
-                &p,
-                Elem::F32,
-                c,
-                &inputs,
-                &outputs.forward(&p),
-            ))
+            Candidate::Fused(FUSED_CANDIDATES[candidate])
         };
-        recorded.unwrap();
+        let forward = outputs.forward(&p);
+        pollster::block_on(c.record(ctx, &mut enc, &p, Elem::F32, &inputs, &forward)).unwrap();
         ctx.queue.submit([enc.finish()]);
         let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
         let want = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
