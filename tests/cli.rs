@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use cli_common::{cli, stderr_of, TempDir};
+use cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
 use ndarray_npy::read_npy;
@@ -350,27 +350,6 @@ fn precision_f16() {
         }
         other => panic!("gpu f16: exit {other:?}, stderr: {}", stderr_of(&status)),
     }
-}
-
-/// Runs `args` and checks: exit status 2, exactly one line on stderr starting with
-/// `error: ` and containing `needle` (the flag), and no panic.
-fn assert_bad_input(what: &str, args: &[&str], needle: &str) {
-    let out = cli(args);
-    let msg = stderr_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{what}: exit {:?}, stderr: {msg}",
-        out.status
-    );
-    assert_eq!(msg.lines().count(), 1, "{what}: want one line, got: {msg}");
-    assert!(msg.starts_with("error: "), "{what}: {msg}");
-    assert!(
-        msg.contains(needle),
-        "{what}: {msg:?} does not name {needle}"
-    );
-    assert!(!msg.contains("panicked"), "{what}: {msg}");
-    assert!(out.stdout.is_empty(), "{what}: stdout not empty");
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use cli_common::{cli, stderr_of, TempDir};
+use cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array2, Array3, ArrayD, IxDyn};
 use ndarray_npy::read_npy;
@@ -155,24 +155,6 @@ fn safetensors(tensors: &[(&str, &[usize])]) -> Vec<u8> {
     out.extend(text);
     out.resize(out.len() + offset, 0);
     out
-}
-
-fn assert_bad_input(what: &str, args: &[&str], needle: &str) {
-    let out = cli(args);
-    let msg = stderr_of(&out);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{what}: exit {:?}, stderr: {msg}",
-        out.status
-    );
-    assert_eq!(msg.lines().count(), 1, "{what}: want one line, got: {msg}");
-    assert!(msg.starts_with("error: "), "{what}: {msg}");
-    assert!(
-        msg.contains(needle),
-        "{what}: {msg:?} does not name {needle}"
-    );
-    assert!(!msg.contains("panicked"), "{what}: {msg}");
 }
 
 #[test]

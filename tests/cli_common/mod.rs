@@ -66,3 +66,24 @@ pub fn stderr_of(out: &Output) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Runs `args` and checks: exit status 2, exactly one line on stderr starting with
+/// `error: ` and containing `needle` (the flag), no panic, and nothing on stdout.
+pub fn assert_bad_input(what: &str, args: &[&str], needle: &str) {
+    let out = cli(args);
+    let msg = stderr_of(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: exit {:?}, stderr: {msg}",
+        out.status
+    );
+    assert_eq!(msg.lines().count(), 1, "{what}: want one line, got: {msg}");
+    assert!(msg.starts_with("error: "), "{what}: {msg}");
+    assert!(
+        msg.contains(needle),
+        "{what}: {msg:?} does not name {needle}"
+    );
+    assert!(!msg.contains("panicked"), "{what}: {msg}");
+    assert!(out.stdout.is_empty(), "{what}: stdout not empty");
+}
