@@ -133,7 +133,7 @@ impl MhaWeights {
             .filter(|n| st.tensor(n).is_ok())
             .collect::<Vec<_>>();
         let bias = optional_vector(&st, IN_BIAS)?;
-        match packed {
+        let (weights, dims, names) = match packed {
             Some(packed) => {
                 if let Some(n) = separate.first() {
                     return Err(AttentionError::shape(
@@ -155,19 +155,7 @@ impl MhaWeights {
                         ),
                     ));
                 }
-                let [q_weight, k_weight, v_weight] = split3(&packed, e, kv);
-                let [q_bias, k_bias, v_bias] = split_bias(bias, e, kv)?;
-                let p = Projections {
-                    q_weight,
-                    q_bias,
-                    k_weight,
-                    k_bias,
-                    v_weight,
-                    v_bias,
-                    out_weight,
-                    out_bias,
-                };
-                Self::checked(p, heads, kv_heads, &PACKED)
+                (split3(&packed, e, kv), dims, &PACKED)
             }
             None => {
                 if separate.is_empty() {
@@ -181,20 +169,22 @@ impl MhaWeights {
                 let q_weight = required(&st, "q_proj_weight", why)?;
                 let k_weight = required(&st, "k_proj_weight", why)?;
                 let v_weight = required(&st, "v_proj_weight", why)?;
-                let [q_bias, k_bias, v_bias] = split_bias(bias, e, dims.kv_width())?;
-                let p = Projections {
-                    q_weight,
-                    q_bias,
-                    k_weight,
-                    k_bias,
-                    v_weight,
-                    v_bias,
-                    out_weight,
-                    out_bias,
-                };
-                Self::checked(p, heads, kv_heads, &SEPARATE)
+                ([q_weight, k_weight, v_weight], dims, &SEPARATE)
             }
-        }
+        };
+        let [q_weight, k_weight, v_weight] = weights;
+        let [q_bias, k_bias, v_bias] = split_bias(bias, e, dims.kv_width())?;
+        let p = Projections {
+            q_weight,
+            q_bias,
+            k_weight,
+            k_bias,
+            v_weight,
+            v_bias,
+            out_weight,
+            out_bias,
+        };
+        Self::checked(p, heads, kv_heads, names)
     }
 }
 
