@@ -71,6 +71,17 @@ pub(crate) fn u32_of(arg: &'static str, n: usize) -> Result<u32> {
     })
 }
 
+/// The layouts of `per_batch` tokens per batch as rows `(B, per_batch, E)` and as query
+/// heads `(B, H, per_batch, D)`: what the query projection reads and writes, and the
+/// output projection the other way round.
+fn token_layouts(w: &MhaGpuWeights, per_batch: usize) -> Result<(HeadLayout, HeadLayout)> {
+    let d = w.dims;
+    let l = u32_of("x", per_batch)?;
+    let rows = HeadLayout::rows(l, u32_of("x", d.embed)?);
+    let heads = HeadLayout::heads(l, u32_of("heads", d.heads)?, u32_of("x", d.head_dim)?, l, 0);
+    Ok((rows, heads))
+}
+
 /// The query projection of `rows` tokens of `x` (`per_batch` per batch) into heads
 /// `(B, H, per_batch, D)`.
 pub(crate) fn query<'a>(
@@ -80,17 +91,12 @@ pub(crate) fn query<'a>(
     batch: usize,
     per_batch: usize,
 ) -> Result<Linear<'a>> {
-    let d = w.dims;
-    let l = u32_of("x", per_batch)?;
+    let (rows, heads) = token_layouts(w, per_batch)?;
     Ok(Linear {
-        x: ("x", x, HeadLayout::rows(l, u32_of("x", d.embed)?)),
+        x: ("x", x, rows),
         w: ("q_proj_weight", &w.wq),
         bias: ("in_proj_bias", &w.bq),
-        y: (
-            "q",
-            q,
-            HeadLayout::heads(l, u32_of("heads", d.heads)?, u32_of("x", d.head_dim)?, l, 0),
-        ),
+        y: ("q", q, heads),
         rows: batch * per_batch,
     })
 }
@@ -145,17 +151,12 @@ pub(crate) fn output<'a>(
     batch: usize,
     per_batch: usize,
 ) -> Result<Linear<'a>> {
-    let d = w.dims;
-    let l = u32_of("x", per_batch)?;
+    let (rows, head_layout) = token_layouts(w, per_batch)?;
     Ok(Linear {
-        x: (
-            "out",
-            heads,
-            HeadLayout::heads(l, u32_of("heads", d.heads)?, u32_of("x", d.head_dim)?, l, 0),
-        ),
+        x: ("out", heads, head_layout),
         w: ("out_proj.weight", &w.wo),
         bias: ("out_proj.bias", &w.bo),
-        y: ("y", y, HeadLayout::rows(l, u32_of("x", d.embed)?)),
+        y: ("y", y, rows),
         rows: batch * per_batch,
     })
 }
