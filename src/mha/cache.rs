@@ -11,12 +11,11 @@
 
 use ndarray::{s, Array3, Array4, ArrayView3, Axis};
 
-use crate::api::{attention_gpu_into_async, GpuOutputs};
 use crate::error::{AttentionError, Result};
 use crate::gpu::context::GpuContext;
 use crate::gpu::tensor::GpuTensor;
 use crate::mha::device::{self, MhaGpuWeights};
-use crate::mha::gpu::{read_outputs, MhaGpuOutputs};
+use crate::mha::gpu::{attend_and_project, read_outputs, MhaGpuOutputs};
 use crate::mha::options::{HeadWeights, MhaOptions};
 use crate::mha::output::{average_heads, MhaOutput};
 use crate::mha::problem::{allowed_keys, validate};
@@ -150,7 +149,6 @@ pub async fn mha_step_into_async(
     )?;
 
     let q = GpuTensor::allocate(ctx, "q", &[b, d.heads, 1, d.head_dim])?;
-    let heads = GpuTensor::allocate(ctx, "out", &[b, d.heads, 1, d.head_dim])?;
     let [pk, pv] = device::keys_values(w, ("x", x), &cache.k, &cache.v, b, 1, cap, len)?;
     let pq = device::query(w, x, &q, b, 1)?;
     device::submit(ctx, "projecting a step's q, k and v", &[pq, pk, pv]).await?;
@@ -165,14 +163,8 @@ pub async fn mha_step_into_async(
         return_weights: want_weights,
         ..Default::default()
     };
-    let core = GpuOutputs {
-        out: heads.clone(),
-        weights: outputs.weights.clone(),
-        lse: None,
-    };
-    attention_gpu_into_async(ctx, &q, &cache.k, &cache.v, &attn, &core).await?;
-    let po = device::output(w, &heads, &outputs.y, b, 1)?;
-    device::submit(ctx, "projecting a step's output", &[po]).await?;
+    let qkv = [&q, &cache.k, &cache.v];
+    attend_and_project(ctx, w, qkv, &attn, outputs, (b, 1), "a step's output").await?;
     cache.len = len + 1;
     Ok(())
 }

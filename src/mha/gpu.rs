@@ -108,7 +108,6 @@ pub async fn mha_gpu_into_async(
     let q = GpuTensor::allocate(ctx, "q", &[b, d.heads, l, hd])?;
     let k = GpuTensor::allocate(ctx, "k", &[b, d.kv_heads, s, hd])?;
     let v = GpuTensor::allocate(ctx, "v", &[b, d.kv_heads, s, hd])?;
-    let heads = GpuTensor::allocate(ctx, "out", &[b, d.heads, l, hd])?;
     let kv = kv.map_or(("x", x), |t| ("kv", t));
     let [pk, pv] = device::keys_values(w, kv, &k, &v, b, s, s, 0)?;
     let pq = device::query(w, x, &q, b, l)?;
@@ -121,14 +120,30 @@ pub async fn mha_gpu_into_async(
         return_weights: want_weights,
         ..Default::default()
     };
+    attend_and_project(ctx, w, [&q, &k, &v], &attn, outputs, (b, l), "the output").await
+}
+
+/// Attends the projected `q` (`(B, H, per_batch, D)`) against `k` and `v` as `attn` says,
+/// writing the weights it asks for to `outputs.weights`, then projects the heads into
+/// `outputs.y`. `what` names the output projection in device errors.
+pub(crate) async fn attend_and_project(
+    ctx: &GpuContext,
+    w: &MhaGpuWeights,
+    [q, k, v]: [&GpuTensor; 3],
+    attn: &AttentionOptions<'_>,
+    outputs: &MhaGpuOutputs,
+    (batch, per_batch): (usize, usize),
+    what: &str,
+) -> Result<()> {
+    let heads = GpuTensor::allocate(ctx, "out", q.shape())?;
     let core = GpuOutputs {
         out: heads.clone(),
         weights: outputs.weights.clone(),
         lse: None,
     };
-    attention_gpu_into_async(ctx, &q, &k, &v, &attn, &core).await?;
-    let po = device::output(w, &heads, &outputs.y, b, l)?;
-    device::submit(ctx, "projecting the output", &[po]).await
+    attention_gpu_into_async(ctx, q, k, v, attn, &core).await?;
+    let po = device::output(w, &heads, &outputs.y, batch, per_batch)?;
+    device::submit(ctx, &format!("projecting {what}"), &[po]).await
 }
 
 /// Reads `y` and the weights back with one mapping, averaging weights over heads when
