@@ -44,6 +44,7 @@ pub mod bench;
 mod error;
 mod gpu;
 mod mha;
+pub mod model;
 mod options;
 mod output;
 mod problem;

@@ -1,0 +1,91 @@
+//! Values shared by both model families.
+
+use ndarray::{Array1, Array2, Array4};
+
+/// One token of a tokenized text: its id in the vocabulary and its string as the
+/// vocabulary spells it (special tokens included, e.g. `[CLS]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub id: u32,
+    pub text: String,
+}
+
+/// What `model info` prints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `bert` or `llama`.
+    pub architecture: String,
+    pub layers: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub hidden: usize,
+    pub head_dim: usize,
+    pub intermediate: usize,
+    pub vocab: usize,
+    /// The longest token sequence the model takes.
+    pub max_positions: usize,
+    pub causal: bool,
+    /// A one-line description of the tokenizer.
+    pub tokenizer: String,
+    /// Every file read, with its sha256 in hex.
+    pub files: Vec<(String, String)>,
+}
+
+/// The result of one forward pass over a token sequence of length L.
+#[derive(Debug, Clone)]
+pub struct ForwardOutput {
+    /// `(layers, heads, L, L)` softmax probabilities, when asked for.
+    pub attention: Option<Array4<f32>>,
+    /// `(L, hidden)`: the encoder's last hidden state, or the decoder's after its final norm.
+    pub hidden: Array2<f32>,
+    /// `(vocab,)` logits at the last position (causal models only).
+    pub logits: Option<Array1<f32>>,
+}
+
+/// How the next token is picked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sampling {
+    /// The most likely token (ties go to the lowest id).
+    Greedy,
+    /// Softmax at `temperature` over the `top_k` most likely tokens (0 = all), drawn with
+    /// a seeded generator so a seed always gives the same tokens.
+    Sample {
+        temperature: f32,
+        top_k: usize,
+        seed: u64,
+    },
+}
+
+/// Options of a generation run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GenerateOptions {
+    pub max_new_tokens: usize,
+    pub sampling: Sampling,
+    /// Keep keys and values in a cache so each new token costs one step (the default);
+    /// `false` recomputes the whole sequence for every token.
+    pub use_cache: bool,
+    /// Stop at the model's end-of-sequence token.
+    pub stop_at_eos: bool,
+}
+
+impl Default for GenerateOptions {
+    fn default() -> Self {
+        Self {
+            max_new_tokens: 32,
+            sampling: Sampling::Greedy,
+            use_cache: true,
+            stop_at_eos: true,
+        }
+    }
+}
+
+/// Timing of a generation run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerateStats {
+    pub prompt_tokens: usize,
+    pub generated: Vec<u32>,
+    /// Seconds spent on the prompt (up to the first new token's logits).
+    pub prompt_seconds: f64,
+    /// Seconds spent producing the new tokens after the first.
+    pub generate_seconds: f64,
+}
