@@ -4,14 +4,14 @@
 use ndarray::{ArrayView4, Ix3, Ix4};
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::f16;
-use crate::gpu::forward::{self, CallInputs, Elem};
-use crate::gpu::readback::read_ranges;
-use crate::gpu::scopes::ErrorScopes;
-use crate::gpu::staged::ForwardOutputs;
-use crate::gpu::tensor::{to_array, GpuTensor};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::f16_tensor as f16;
+use crate::gpu::device::readback::read_ranges;
+use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::device::tensor::{to_array, GpuTensor};
+use crate::gpu::forward::paths::staged::ForwardOutputs;
+use crate::gpu::forward::route_table::{self as forward, CallInputs, Elem};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::output::AttentionOutput;
 use crate::problem::{validate, MaskKind, Problem};

@@ -12,11 +12,11 @@ use ndarray::Array4;
 
 use crate::api::GpuOutputs;
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
-use crate::gpu::f16;
-use crate::gpu::forward::{self, CallInputs, Elem};
-use crate::gpu::tensor::GpuTensor;
-use crate::gpu::timer::Timer;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::f16_tensor as f16;
+use crate::gpu::device::tensor::GpuTensor;
+use crate::gpu::device::timer::Timer;
+use crate::gpu::forward::route_table::{self as forward, CallInputs, Elem};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::{validate, Problem};
 use crate::reference::attention_cpu;

@@ -54,11 +54,11 @@ mod reference;
 pub use api::attention;
 pub use api::{attention_async, attention_gpu_async, attention_gpu_into_async, GpuOutputs};
 pub use error::{AttentionError, Result};
-pub use gpu::context::{enumerate_adapters, GpuContext};
+pub use gpu::device::context::{enumerate_adapters, GpuContext};
+pub use gpu::device::tensor::GpuTensor;
 #[doc(hidden)]
 pub use gpu::hooks::{invalid_dispatch_for_tests, staged_plan_for_tests};
-pub use gpu::source::ALL as SHADER_SOURCES;
-pub use gpu::tensor::GpuTensor;
+pub use gpu::kernels::source::ALL as SHADER_SOURCES;
 #[cfg(not(target_arch = "wasm32"))]
 pub use mha::{mha, mha_incremental};
 pub use mha::{

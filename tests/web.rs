@@ -8,6 +8,7 @@
 
 #![cfg(target_arch = "wasm32")]
 
+#[path = "it/common.rs"]
 mod common;
 
 use std::cell::RefCell;

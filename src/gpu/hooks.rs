@@ -3,12 +3,12 @@
 use bytemuck::Zeroable;
 
 use crate::error::Result;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::{bind_group, range};
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::forward::paths::staged::{params_buffer, placeholder};
+use crate::gpu::kernels::dispatch::{bind_group, range};
+use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::softmax;
-use crate::gpu::params::Params;
-use crate::gpu::scopes::ErrorScopes;
-use crate::gpu::staged::{params_buffer, placeholder};
 
 /// Records and submits one dispatch of a real kernel with one workgroup more than the
 /// device allows per dimension, inside the same error scopes every call uses, and
@@ -61,7 +61,8 @@ pub fn staged_plan_for_tests(
     opts: &crate::options::AttentionOptions<'_>,
 ) -> Result<Vec<(usize, usize, usize, usize)>> {
     let p = crate::problem::validate(q, k, v, opts)?;
-    let chunks = crate::gpu::plan::plan(&p, &crate::gpu::staged::limits(ctx))?;
+    let chunks =
+        crate::gpu::forward::plan::plan(&p, &crate::gpu::forward::paths::staged::limits(ctx))?;
     Ok(chunks
         .iter()
         .map(|c| (c.bh_start, c.bh_count, c.row_start, c.row_count))

@@ -3,11 +3,11 @@
 //! [`AttentionError::TooLarge`] naming the tensor.
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::tensor::GpuTensor;
+use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::linear::{self, HeadLayout, LinearParams};
-use crate::gpu::tensor::GpuTensor;
 
 /// One dense layer: `rows` rows of `x` (in `x_layout`, `inner` wide) times `w`
 /// `(cols, inner)`ᵀ plus `bias` `(cols,)`, written to `y` in `y_layout`.

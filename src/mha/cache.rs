@@ -12,8 +12,8 @@
 use ndarray::{s, Array3, Array4, ArrayView3, Axis};
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
-use crate::gpu::tensor::GpuTensor;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::tensor::GpuTensor;
 use crate::mha::device::{self, MhaGpuWeights};
 use crate::mha::gpu::{attend_and_project, read_outputs, MhaGpuOutputs};
 use crate::mha::options::{HeadWeights, MhaOptions};

@@ -1,11 +1,11 @@
 //! The layer's weights on the device, and the projections that use them.
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::kernels::linear::HeadLayout;
 use crate::gpu::linear::{self, Linear};
-use crate::gpu::scopes::ErrorScopes;
-use crate::gpu::tensor::GpuTensor;
 use crate::mha::weights::{MhaDims, MhaWeights};
 
 /// [`MhaWeights`] uploaded once, for any number of GPU calls.

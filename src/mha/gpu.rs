@@ -5,9 +5,9 @@ use ndarray::{ArrayView3, Ix3, Ix4};
 
 use crate::api::{attention_gpu_into_async, GpuOutputs};
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
-use crate::gpu::readback::read_ranges;
-use crate::gpu::tensor::{to_array, GpuTensor};
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::readback::read_ranges;
+use crate::gpu::device::tensor::{to_array, GpuTensor};
 use crate::mha::device::{self, MhaGpuWeights};
 use crate::mha::options::{HeadWeights, MhaOptions};
 use crate::mha::output::{average_heads, MhaOutput};

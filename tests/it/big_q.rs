@@ -1,9 +1,7 @@
 //! A query tensor larger than the largest storage binding (128 MiB on lavapipe and many
 //! adapters) is split across dispatches and still matches the CPU reference.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::s;
 use wgpu_attention::*;
 

@@ -2,14 +2,11 @@
 //! reference, the input formats it accepts, the exit codes and one-line messages of
 //! every bad input, and the demo and `info`.
 
-mod cli_common;
-mod common;
-
 use std::path::Path;
 use std::process::Output;
 
-use cli_common::{assert_bad_input, cli, stderr_of, TempDir};
-use common::{assert_close, Rng, ATOL, RTOL};
+use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
+use crate::common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
 use ndarray_npy::read_npy;
 use wgpu_attention::{attention_cpu, Alignment, AttentionOptions, Mask, Window};

@@ -3,11 +3,9 @@
 //! Fortran order. Every one exits 2 with a one-line message naming the flag, and none
 //! panics; the well-formed variants are read.
 
-mod cli_common;
-
 use std::process::Output;
 
-use cli_common::{cli, stderr_of, TempDir};
+use crate::cli_common::{cli, stderr_of, TempDir};
 
 /// A `.npy` file: magic, version, header length (as given, or the true one), the
 /// header text padded NumPy's way, then `data`.

@@ -1,14 +1,11 @@
 //! `wgpu-attention mha`: the JAX fixtures through the binary on both backends (and
 //! incrementally), and the exit code and one-line message of every bad input.
 
-mod cli_common;
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use cli_common::{assert_bad_input, cli, stderr_of, TempDir};
-use common::{assert_close, Rng, ATOL, RTOL};
+use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
+use crate::common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array2, Array3, ArrayD, IxDyn};
 use ndarray_npy::read_npy;
 

@@ -1,11 +1,9 @@
 //! One context shared by many threads: every call's result is bitwise the same as the
 //! result of the same call made alone.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use ndarray::{Array2, Array4};
 use wgpu_attention::*;
 

@@ -1,9 +1,7 @@
 //! A context made from an application's own device, buffers shared without copies, and
 //! outputs that stay on the device between calls.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::Array4;
 use wgpu::util::DeviceExt;
 use wgpu_attention::{attention_cpu, attention_gpu_async, AttentionOptions, GpuContext, GpuTensor};

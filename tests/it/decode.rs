@@ -1,12 +1,9 @@
 //! Split-KV decoding against the CPU reference: short queries, long keys, grouped-query
 //! heads, every option, and the row rules across key ranges.
 
-mod common;
-mod paths;
-
-use common::*;
+use crate::common::*;
+use crate::paths::*;
 use ndarray::s;
-use paths::*;
 use wgpu_attention::*;
 
 fn decode(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {

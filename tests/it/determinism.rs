@@ -2,9 +2,7 @@
 //! kernel reduces with floating-point atomics (whose order, and so whose rounding,
 //! changes from run to run).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::Array;
 use wgpu_attention::*;
 

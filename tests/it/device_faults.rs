@@ -1,10 +1,9 @@
 //! Device faults reach the caller as typed errors: a lost device, a validation error,
 //! a tensor beyond the device's buffer limits, a destroyed buffer, a wait that runs out.
 
-mod common;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use ndarray::Array4;
 use wgpu_attention::*;
 

@@ -1,9 +1,7 @@
 //! Every rejected input is a typed error naming the argument and the shapes, on both
 //! backends, before anything reaches the device.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{Array, Array4, IxDyn};
 use wgpu_attention::{attention, attention_cpu, AttentionError, AttentionOptions, Mask, Window};
 

@@ -3,12 +3,9 @@
 //! and from f32 device tensors (converted on the device); refused clearly where it
 //! cannot run.
 
-mod common;
-mod paths;
-
-use common::*;
+use crate::common::*;
+use crate::paths::*;
 use ndarray::{Array4, ArrayView, Dimension};
-use paths::*;
 use wgpu_attention::*;
 
 const F16_BOUND: f64 = 2e-3;

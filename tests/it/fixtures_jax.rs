@@ -1,11 +1,9 @@
 //! Both backends against fixtures computed independently by JAX in float64
 //! (`tests/fixtures/generate.py`; manifest `tests/fixtures/cases.json`).
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use ndarray::{Array1, Array4, ArrayD};
 use ndarray_npy::read_npy;
 use serde_json::Value;

@@ -1,12 +1,9 @@
 //! The fused flash-attention kernel against the CPU reference: every option, shapes that
 //! straddle tile edges, head dims 1 to 256, and the NaN / -inf / fully-masked row rules.
 
-mod common;
-mod paths;
-
-use common::*;
+use crate::common::*;
+use crate::paths::*;
 use ndarray::{s, Array4};
-use paths::*;
 use wgpu_attention::*;
 
 fn fused(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {

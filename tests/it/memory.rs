@@ -1,9 +1,7 @@
 //! Many calls do not grow memory: every buffer a call makes is freed once the call is
 //! done (there is no pool to grow), on the device and in the process.
 
-mod common;
-
-use common::Rng;
+use crate::common::Rng;
 use ndarray::{Array2, Array4};
 use wgpu_attention::*;
 

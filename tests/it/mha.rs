@@ -3,11 +3,9 @@
 //! backends against JAX fixtures (`tests/fixtures/mha/generate.py`), incremental
 //! decoding against the full causal run, and the typed errors.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 use ndarray::{Array1, Array2, Array3, ArrayD, Axis, IxDyn};
 use ndarray_npy::read_npy;
 use serde_json::Value;

@@ -2,19 +2,17 @@
 //! (the libFuzzer target in fuzz/ needs nightly): thousands of mutations of valid files,
 //! each read by every reader, none may panic.
 
-mod common;
-
 /// The command line's error type, which the reader returns.
 #[allow(dead_code)]
-#[path = "../src/cli/exit.rs"]
+#[path = "../../src/cli/exit.rs"]
 mod exit;
 
 /// The reader, compiled from the command line's source.
 #[allow(dead_code)]
-#[path = "../src/cli/npy.rs"]
+#[path = "../../src/cli/npy.rs"]
 mod npy;
 
-use common::Rng;
+use crate::common::Rng;
 
 /// A valid `.npy` file (version 1.0) with this descriptor, order, shape and data.
 fn file(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {

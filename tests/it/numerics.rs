@@ -1,9 +1,7 @@
 //! Numerical edges: logits far from zero, -inf in additive masks, infinities and NaN in
 //! the inputs, and head dimensions up to 256 and beyond.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{s, Array, Array4, IxDyn};
 use wgpu_attention::*;
 

@@ -1,9 +1,7 @@
 //! Property tests: random shapes and options, GPU (NaN-prefilled) against the CPU
 //! reference; and validation never panics, whatever the shapes.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{Array, ArrayD, IxDyn};
 use proptest::prelude::*;
 use wgpu_attention::*;
@@ -91,7 +89,7 @@ fn mask_shape(s: &Spec, rank: usize, broadcast: [bool; 4]) -> Vec<usize> {
 }
 
 fn run(s: &Spec) -> std::result::Result<(), TestCaseError> {
-    let mut rng = common::Rng::new(s.seed);
+    let mut rng = crate::common::Rng::new(s.seed);
     let hq = s.heads_kv * s.group;
     let q = rng.array4((s.batch, hq, s.len_q, s.dim));
     let k = rng.array4((s.batch, s.heads_kv, s.len_k, s.dim));

@@ -1,15 +1,13 @@
 //! The README's table of rejected inputs, row by row: each input gets exactly the error
 //! kind and message the table shows.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{Array4, ArrayD, IxDyn};
 use wgpu_attention::*;
 
 /// The table's rows: (case, error kind, message).
 fn table() -> Vec<(String, String, String)> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let start = readme
         .find("## Rejected inputs")
         .expect("README has a rejected-inputs section");

@@ -3,9 +3,7 @@
 //! forces heavy splitting at small shapes; every case is checked against the CPU
 //! reference with NaN-filled outputs.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{Array, ArrayD, IxDyn};
 use wgpu_attention::*;
 

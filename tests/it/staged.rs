@@ -1,9 +1,7 @@
 //! The staged (three-kernel) GPU path against the CPU reference, option by option, at
 //! shapes that straddle the kernels' 32-wide tiles. Outputs are pre-filled with NaN.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use ndarray::{s, Array, Array4, IxDyn};
 use wgpu_attention::{Alignment, AttentionOptions, KernelPath, Mask, Window};
 

@@ -4,7 +4,7 @@
 //! panics when the buffer it just made is invalid).
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::context::GpuContext;
 
 /// Checks that a tensor of `shape` taking `bytes` fits the device's `max_buffer_size`.
 ///

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::pipelines::{KernelPipeline, PipelineKey};
+use crate::gpu::kernels::pipelines::{KernelPipeline, PipelineKey};
 
 /// A wgpu device and queue plus what the kernels need to know about them, and the
 /// cache of compiled pipelines. Cheap to share: `Send + Sync` on native targets, and

@@ -4,12 +4,12 @@
 use ndarray::ArrayViewD;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::tensor::TENSOR_USAGE;
+use crate::gpu::forward::plan::buffer_bytes;
 use crate::gpu::kernels::cast::{self, CastParams, SLICE_ALIGN};
-use crate::gpu::plan::buffer_bytes;
-use crate::gpu::tensor::TENSOR_USAGE;
+use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 
 /// Uploads host data as f16 (round to nearest even; out-of-range values become
 /// infinities, NaN stays NaN).

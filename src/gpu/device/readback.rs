@@ -6,9 +6,9 @@
 //! checks the device-lost flag between them, and honours the context's wait timeout.
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::scopes::ErrorScopes;
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
 
 /// Reads several `(buffer, offset, bytes)` ranges of f32 data with one submission and
 /// one mapping; returns one vector per range.

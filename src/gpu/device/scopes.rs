@@ -3,7 +3,7 @@
 //! as an [`AttentionError::Device`] instead of reaching wgpu's default handler.
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::context::GpuContext;
 
 /// Error scopes pushed on this thread's stack for one device (wgpu's scopes are
 /// thread-local). Popped in reverse order of pushing, also when dropped early, since

@@ -3,9 +3,9 @@
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::scopes::ErrorScopes;
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
 
 /// A row-major f32 tensor in a device buffer. Made from host data, from an application's
 /// own buffer, or returned by a GPU call; read back with [`GpuTensor::read_async`].
@@ -128,7 +128,8 @@ impl GpuTensor {
     /// [`AttentionError::Device`] when the copy or the mapping fails.
     pub async fn read_async(&self, ctx: &GpuContext) -> Result<ArrayD<f32>> {
         let bytes = self.len() as u64 * 4;
-        let data = crate::gpu::readback::read_ranges(ctx, &[(&self.buffer, 0, bytes)]).await?;
+        let data =
+            crate::gpu::device::readback::read_ranges(ctx, &[(&self.buffer, 0, bytes)]).await?;
         to_array(&self.shape, data.into_iter().next().unwrap_or_default())
     }
 

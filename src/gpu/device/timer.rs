@@ -3,9 +3,9 @@
 //! another after it.
 
 use crate::error::Result;
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::readback::read_ranges;
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::readback::read_ranges;
 
 /// A query set of two timestamps and the buffer they resolve into.
 pub(crate) struct Timer {

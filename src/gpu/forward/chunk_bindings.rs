@@ -2,11 +2,13 @@
 //! optional mask, key lengths and log-sum-exp (4-byte stand-ins where absent).
 
 use crate::error::Result;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::range;
-use crate::gpu::params::Params;
-use crate::gpu::plan::Chunk;
-use crate::gpu::staged::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::paths::staged::{
+    params_buffer, placeholder, ForwardInputs, ForwardOutputs,
+};
+use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::dispatch::range;
+use crate::gpu::kernels::params::Params;
 use crate::problem::Problem;
 
 /// Buffers shared by all chunks of one forward.

@@ -3,10 +3,13 @@
 //! kernel (the default otherwise) and split-KV decoding (short queries, long keys).
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::f16_tensor as f16;
+use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::forward::paths::{one_pass as fused, split_kv as decode, staged};
+use crate::gpu::forward::upload;
 use crate::gpu::kernels::fused as fused_kernel;
-use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
-use crate::gpu::{decode, f16, fused, staged, tune, upload};
+use crate::gpu::tune;
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::Problem;
 

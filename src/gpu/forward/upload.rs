@@ -2,8 +2,8 @@
 //! the per-batch key lengths.
 
 use crate::error::Result;
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
 use crate::options::{AttentionOptions, Mask};
 
 fn storage(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {

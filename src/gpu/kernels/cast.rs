@@ -2,8 +2,8 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::source;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 
 /// Bindings: cast parameters, f32 source slice, packed f16 destination slice.
 pub(crate) const SPEC: KernelSpec = KernelSpec {

@@ -3,10 +3,10 @@
 //! launcher of the second pass, `shaders/combine.wgsl`.
 
 use crate::error::{AttentionError, Result};
+use crate::gpu::forward::plan::Chunk;
 use crate::gpu::kernels::fused::SplitParams;
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
-use crate::gpu::source;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
 /// Bindings: params, partials, out, lse, split.

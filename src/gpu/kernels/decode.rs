@@ -3,11 +3,11 @@
 //! and two ways of reading K and V (one element or four at a time), never edits of the
 //! source.
 
-use crate::gpu::context::GpuContext;
-use crate::gpu::forward::Elem;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::fused::{vec4s, BINDINGS};
-use crate::gpu::pipelines::KernelSpec;
-use crate::gpu::source;
+use crate::gpu::kernels::pipelines::KernelSpec;
+use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
 const fn spec(name: &'static str, source: &'static str) -> KernelSpec {

@@ -1,7 +1,7 @@
 //! Launch arithmetic shared by the kernels.
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
+use crate::gpu::device::context::GpuContext;
 
 /// A 2-D grid holding `n` workgroups, read back as one linear index by the kernels
 /// (`linear_workgroup` in common.wgsl), so launches may exceed the per-dimension limit.

@@ -5,10 +5,10 @@
 use bytemuck::{Pod, Zeroable};
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
-use crate::gpu::source;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
 /// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV

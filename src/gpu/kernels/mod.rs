@@ -3,8 +3,12 @@
 pub(crate) mod cast;
 pub(crate) mod combine;
 pub(crate) mod decode;
+pub(crate) mod dispatch;
 pub(crate) mod fused;
 pub(crate) mod linear;
+pub(crate) mod params;
+pub(crate) mod pipelines;
 pub(crate) mod pv;
 pub(crate) mod qk;
 pub(crate) mod softmax;
+pub(crate) mod source;

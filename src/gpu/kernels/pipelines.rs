@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::context::GpuContext;
-use crate::gpu::scopes::ErrorScopes;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
 
 /// How a kernel uses one binding; bindings are numbered by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

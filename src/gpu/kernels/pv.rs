@@ -1,8 +1,8 @@
 //! Launcher for `shaders/pv.wgsl`: weights · V into the output rows of the chunk.
 
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
-use crate::gpu::source;
+use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
 /// Bindings: params, weights (the normalised scores), v, out.

@@ -1,8 +1,8 @@
 //! Launcher for `shaders/qk.wgsl`: scale · Q·Kᵀ into the chunk's score matrix.
 
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
-use crate::gpu::source;
+use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
 /// Bindings: params, q, k, scores.

@@ -1,8 +1,8 @@
 //! Launcher for `shaders/softmax.wgsl`: mask and normalise each score row in place.
 
-use crate::gpu::pipelines::{Binding, KernelSpec};
-use crate::gpu::plan::Chunk;
-use crate::gpu::source;
+use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::source;
 
 /// Bindings: params, scores, mask, kv_lens, lse.
 pub(crate) const SPEC: KernelSpec = KernelSpec {

@@ -7,19 +7,19 @@
 //! workgroup serves) and a K/V reader.
 
 pub(crate) const QK: &str = concat!(
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/qk.wgsl")
+    include_str!("../../../shaders/prelude/common.wgsl"),
+    include_str!("../../../shaders/kernels/qk.wgsl")
 );
 
 pub(crate) const SOFTMAX: &str = concat!(
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/masking.wgsl"),
-    include_str!("../../shaders/softmax.wgsl")
+    include_str!("../../../shaders/prelude/common.wgsl"),
+    include_str!("../../../shaders/prelude/masking.wgsl"),
+    include_str!("../../../shaders/kernels/softmax.wgsl")
 );
 
 pub(crate) const PV: &str = concat!(
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/pv.wgsl")
+    include_str!("../../../shaders/prelude/common.wgsl"),
+    include_str!("../../../shaders/kernels/pv.wgsl")
 );
 
 /// A kernel that loops over keys (fused.wgsl, decode.wgsl): its element type, the shared
@@ -29,10 +29,10 @@ macro_rules! key_loop_source {
     ($elem:literal, $kv:literal, $kernel:literal) => {
         concat!(
             include_str!($elem),
-            include_str!("../../shaders/common.wgsl"),
-            include_str!("../../shaders/masking.wgsl"),
-            include_str!("../../shaders/launch.wgsl"),
-            include_str!("../../shaders/tile.wgsl"),
+            include_str!("../../../shaders/prelude/common.wgsl"),
+            include_str!("../../../shaders/prelude/masking.wgsl"),
+            include_str!("../../../shaders/prelude/launch.wgsl"),
+            include_str!("../../../shaders/prelude/tile.wgsl"),
             include_str!($kv),
             include_str!($kernel)
         )
@@ -40,46 +40,46 @@ macro_rules! key_loop_source {
 }
 
 pub(crate) const FUSED: &str = key_loop_source!(
-    "../../shaders/elem_f32.wgsl",
-    "../../shaders/kv_scalar.wgsl",
-    "../../shaders/fused.wgsl"
+    "../../../shaders/prelude/elem_f32.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl",
+    "../../../shaders/kernels/fused.wgsl"
 );
 pub(crate) const FUSED_F16: &str = key_loop_source!(
-    "../../shaders/elem_f16.wgsl",
-    "../../shaders/kv_scalar.wgsl",
-    "../../shaders/fused.wgsl"
+    "../../../shaders/prelude/elem_f16.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl",
+    "../../../shaders/kernels/fused.wgsl"
 );
 pub(crate) const DECODE: &str = key_loop_source!(
-    "../../shaders/elem_f32.wgsl",
-    "../../shaders/kv_scalar.wgsl",
-    "../../shaders/decode.wgsl"
+    "../../../shaders/prelude/elem_f32.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl",
+    "../../../shaders/kernels/decode.wgsl"
 );
 pub(crate) const DECODE_VEC4: &str = key_loop_source!(
-    "../../shaders/elem_f32.wgsl",
-    "../../shaders/kv_vec4.wgsl",
-    "../../shaders/decode.wgsl"
+    "../../../shaders/prelude/elem_f32.wgsl",
+    "../../../shaders/prelude/kv_vec4.wgsl",
+    "../../../shaders/kernels/decode.wgsl"
 );
 pub(crate) const DECODE_F16: &str = key_loop_source!(
-    "../../shaders/elem_f16.wgsl",
-    "../../shaders/kv_scalar.wgsl",
-    "../../shaders/decode.wgsl"
+    "../../../shaders/prelude/elem_f16.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl",
+    "../../../shaders/kernels/decode.wgsl"
 );
 pub(crate) const DECODE_VEC4_F16: &str = key_loop_source!(
-    "../../shaders/elem_f16.wgsl",
-    "../../shaders/kv_vec4.wgsl",
-    "../../shaders/decode.wgsl"
+    "../../../shaders/prelude/elem_f16.wgsl",
+    "../../../shaders/prelude/kv_vec4.wgsl",
+    "../../../shaders/kernels/decode.wgsl"
 );
 
 pub(crate) const COMBINE: &str = concat!(
-    include_str!("../../shaders/common.wgsl"),
-    include_str!("../../shaders/launch.wgsl"),
-    include_str!("../../shaders/combine.wgsl")
+    include_str!("../../../shaders/prelude/common.wgsl"),
+    include_str!("../../../shaders/prelude/launch.wgsl"),
+    include_str!("../../../shaders/kernels/combine.wgsl")
 );
 
-pub(crate) const TO_F16: &str = include_str!("../../shaders/to_f16.wgsl");
+pub(crate) const TO_F16: &str = include_str!("../../../shaders/kernels/to_f16.wgsl");
 
 /// The dense layer of the multi-head attention module (projections in and out).
-pub(crate) const LINEAR: &str = include_str!("../../shaders/linear.wgsl");
+pub(crate) const LINEAR: &str = include_str!("../../../shaders/kernels/linear.wgsl");
 
 /// Every kernel's full source with its name, for validation without a GPU. The f16
 /// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`).

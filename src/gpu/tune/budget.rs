@@ -12,9 +12,9 @@
 //! range. Hardware adapters are not probed.
 
 use crate::error::Result;
-use crate::gpu::context::GpuContext;
-use crate::gpu::decode::FirstPass;
-use crate::gpu::forward::Elem;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::paths::split_kv::FirstPass;
+use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::fused::vec4s;
 use crate::problem::Problem;
@@ -64,9 +64,9 @@ pub(crate) async fn key_budget(
 
 mod probe {
     use super::*;
-    use crate::gpu::readback::read_ranges;
-    use crate::gpu::zero_run::ZeroRun;
-    use crate::gpu::{decode, fused};
+    use crate::gpu::device::readback::read_ranges;
+    use crate::gpu::forward::paths::{one_pass as fused, split_kv as decode};
+    use crate::gpu::tune::zero_run::ZeroRun;
     use crate::options::AttentionOptions;
     use crate::problem::validate;
 

@@ -9,20 +9,23 @@
 //! first fitting candidate from the adapter type's preferred order. On the web tuning
 //! never runs (no blocking clock).
 
+pub(crate) mod budget;
+pub(crate) mod zero_run;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::budget::BudgetKey;
-use crate::gpu::context::GpuContext;
-use crate::gpu::forward::Elem;
+use crate::gpu::device::context::GpuContext;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::forward::paths::{one_pass as fused, split_kv as decode};
+use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
-#[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
-#[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::{decode, fused};
+use crate::gpu::tune::budget::BudgetKey;
 use crate::problem::Problem;
 
 const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
@@ -292,8 +295,8 @@ mod timing {
     use std::time::Instant;
 
     use super::*;
-    use crate::gpu::timer::Timer;
-    use crate::gpu::zero_run::ZeroRun;
+    use crate::gpu::device::timer::Timer;
+    use crate::gpu::tune::zero_run::ZeroRun;
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
 
@@ -427,7 +430,7 @@ mod tests {
 
     use super::*;
     use crate::api::GpuOutputs;
-    use crate::gpu::tensor::GpuTensor;
+    use crate::gpu::device::tensor::GpuTensor;
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
     use crate::reference::attention_cpu;
@@ -463,7 +466,7 @@ mod tests {
         let up = |a: &Array4<f32>| GpuTensor::from_array(ctx, a.view().into_dyn()).unwrap();
         let (qt, kt, vt) = (up(&q), up(&k), up(&v));
         let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), &opts).unwrap();
-        let kv_lens = crate::gpu::upload::kv_lens(ctx, &opts).unwrap();
+        let kv_lens = crate::gpu::forward::upload::kv_lens(ctx, &opts).unwrap();
         let inputs = ForwardInputs {
             q: qt.buffer(),
             k: kt.buffer(),

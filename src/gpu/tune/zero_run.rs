@@ -3,10 +3,10 @@
 //! limits).
 
 use crate::error::Result;
-use crate::gpu::buffers;
-use crate::gpu::context::GpuContext;
-use crate::gpu::forward::Elem;
-use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::forward::route_table::Elem;
 use crate::problem::Problem;
 
 /// q, k and v stored as some element type, all zeros, and f32 outputs.

@@ -2,17 +2,17 @@
 //! into one encoder; the caller submits.
 
 use crate::error::Result;
-use crate::gpu::budget::key_budget;
-use crate::gpu::buffers;
-use crate::gpu::chunk_bindings::ChunkBindings;
-use crate::gpu::context::GpuContext;
-use crate::gpu::decode;
-use crate::gpu::decode::FirstPass;
-use crate::gpu::dispatch::{bind_group, grid, range};
-use crate::gpu::forward::Elem;
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::chunk_bindings::ChunkBindings;
+use crate::gpu::forward::paths::split_kv as decode;
+use crate::gpu::forward::paths::split_kv::FirstPass;
+use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::forward::plan::{plan, PlanLimits};
+use crate::gpu::forward::route_table::Elem;
+use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
-use crate::gpu::plan::{plan, PlanLimits};
-use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::tune::budget::key_budget;
 use crate::problem::Problem;
 
 /// The plan limits of the fused and decode paths: bindings only, no score scratch.
@@ -26,7 +26,7 @@ pub(crate) fn limits(ctx: &GpuContext, elem: Elem) -> PlanLimits {
 }
 
 /// The kernel for q, k and v stored as `elem`.
-pub(crate) fn spec(elem: Elem) -> &'static crate::gpu::pipelines::KernelSpec {
+pub(crate) fn spec(elem: Elem) -> &'static crate::gpu::kernels::pipelines::KernelSpec {
     match elem {
         Elem::F32 => &fused::SPEC,
         Elem::F16 => &fused::SPEC_F16,

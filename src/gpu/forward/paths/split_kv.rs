@@ -8,19 +8,19 @@
 use std::sync::Arc;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::budget::key_budget;
-use crate::gpu::buffers;
-use crate::gpu::chunk_bindings::ChunkBindings;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::{bind_group, grid, range};
-use crate::gpu::forward::Elem;
-use crate::gpu::fused::{limits, spec, split_buffer};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::chunk_bindings::ChunkBindings;
+use crate::gpu::forward::paths::one_pass::{limits, spec, split_buffer};
+use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::forward::plan::plan;
+use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::{DecodeCandidate, DecodeKernel};
+use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
-use crate::gpu::pipelines::KernelPipeline;
-use crate::gpu::plan::plan;
-use crate::gpu::staged::{ForwardInputs, ForwardOutputs};
+use crate::gpu::kernels::pipelines::KernelPipeline;
+use crate::gpu::tune::budget::key_budget;
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.

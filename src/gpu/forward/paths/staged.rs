@@ -3,13 +3,13 @@
 //! one encoder; the caller submits.
 
 use crate::error::Result;
-use crate::gpu::buffers;
-use crate::gpu::chunk_bindings::ChunkBindings;
-use crate::gpu::context::GpuContext;
-use crate::gpu::dispatch::{bind_group, grid, range};
+use crate::gpu::device::buffers;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::chunk_bindings::ChunkBindings;
+use crate::gpu::forward::plan::{plan, Chunk, PlanLimits};
+use crate::gpu::kernels::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::{pv, qk, softmax};
-use crate::gpu::params::Params;
-use crate::gpu::plan::{plan, Chunk, PlanLimits};
 use crate::problem::Problem;
 
 /// Device buffers a forward reads.

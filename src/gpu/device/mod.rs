@@ -1,0 +1,12 @@
+//! The device and what lives on it: the context, error scopes, buffers, readback, the
+//! timer and tensors.
+
+pub(crate) mod buffers;
+pub(crate) mod context;
+pub(crate) mod f16_tensor;
+pub(crate) mod readback;
+pub(crate) mod scopes;
+pub(crate) mod tensor;
+// Timing needs a blocking clock: the bench module and the tuner, native only.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) mod timer;

@@ -1,0 +1,30 @@
+//! The integration tests: one binary, one module per concern, helpers shared by all.
+//! `common` (inputs, tolerances, contexts), `paths` (running one kernel path) and
+//! `cli_common` (running the binary) are the helpers; every other module is tests.
+
+mod big_q;
+mod cli;
+mod cli_bench;
+mod cli_common;
+mod cli_malformed;
+mod cli_mha;
+mod common;
+mod concurrency;
+mod context;
+mod decode;
+mod determinism;
+mod device_faults;
+mod errors;
+mod f16;
+mod fixtures_jax;
+mod fused;
+mod memory;
+mod mha;
+mod npy_fuzz;
+mod numerics;
+mod paths;
+mod properties;
+mod rejected;
+mod shaders;
+mod splitting;
+mod staged;
