@@ -1,31 +1,20 @@
 //! The public entry points: host arrays in and out, or tensors that stay on the device.
 //! Every function is async at heart; the blocking forms are thin native-only wrappers.
 
-use ndarray::{ArrayView4, Ix3, Ix4};
+use ndarray::ArrayView4;
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::device::f16_tensor as f16;
-use crate::gpu::device::readback::read_ranges;
-use crate::gpu::device::scopes::ErrorScopes;
-use crate::gpu::device::tensor::{to_array, GpuTensor};
-use crate::gpu::forward::paths::staged::ForwardOutputs;
-use crate::gpu::forward::route_table::{self as forward, CallInputs, Elem};
+use crate::gpu::device::f16_tensor;
+pub use crate::gpu::device::outputs::GpuOutputs;
+use crate::gpu::device::tensor::GpuTensor;
+use crate::gpu::forward::call::{Call, CallData, CallInputs};
+use crate::gpu::forward::io::{Elem, ForwardOutputs};
+use crate::gpu::forward::route_table;
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::output::AttentionOutput;
 use crate::problem::{validate, MaskKind, Problem};
-
-/// Outputs of a GPU-resident call: they stay on the device until read.
-#[derive(Debug, Clone)]
-pub struct GpuOutputs {
-    /// `(B, Hq, Lq, Dv)`.
-    pub out: GpuTensor,
-    /// `(B, Hq, Lq, Lk)`, when requested.
-    pub weights: Option<GpuTensor>,
-    /// `(B, Hq, Lq)`, when requested.
-    pub lse: Option<GpuTensor>,
-}
 
 impl GpuOutputs {
     /// Device tensors of the right shapes for a call with these inputs and options.
@@ -43,80 +32,59 @@ impl GpuOutputs {
     ) -> Result<Self> {
         let p = validate(q, k, v, opts)?;
         check_device_sizes(ctx, &p)?;
-        let (b, h, lq, lk) = (p.batch, p.heads_q, p.len_q, p.len_k);
-        Ok(Self {
-            out: GpuTensor::allocate(ctx, "out", &[b, h, lq, p.dim_v])?,
-            weights: p
-                .return_weights
-                .then(|| GpuTensor::allocate(ctx, "weights", &[b, h, lq, lk]))
-                .transpose()?,
-            lse: p
-                .return_lse
-                .then(|| GpuTensor::allocate(ctx, "lse", &[b, h, lq]))
-                .transpose()?,
-        })
-    }
-
-    /// The output buffers a forward writes, for the outputs `p` requests.
-    pub(crate) fn forward(&self, p: &Problem) -> ForwardOutputs<'_> {
-        ForwardOutputs {
-            out: self.out.buffer(),
-            lse: self
-                .lse
-                .as_ref()
-                .filter(|_| p.return_lse)
-                .map(|t| t.buffer()),
-            weights: self
-                .weights
-                .as_ref()
-                .filter(|_| p.return_weights)
-                .map(|t| (t.buffer(), 0)),
-        }
-    }
-
-    /// Reads every output back to the host with one mapping.
-    ///
-    /// # Errors
-    /// [`AttentionError::Device`] when the copy or mapping fails.
-    pub async fn read_async(&self, ctx: &GpuContext) -> Result<AttentionOutput> {
-        let tensors: Vec<&GpuTensor> = [Some(&self.out), self.weights.as_ref(), self.lse.as_ref()]
-            .into_iter()
-            .flatten()
-            .collect();
-        let ranges: Vec<_> = tensors
-            .iter()
-            .map(|t| (t.buffer(), 0, t.len() as u64 * 4))
-            .collect();
-        let mut data = read_ranges(ctx, &ranges).await?.into_iter();
-        let mut next = |t: &GpuTensor| to_array(t.shape(), data.next().unwrap_or_default());
-        let out = next(&self.out)?;
-        let weights = self.weights.as_ref().map(&mut next).transpose()?;
-        let lse = self.lse.as_ref().map(&mut next).transpose()?;
-        Ok(AttentionOutput {
-            out: into4(out)?,
-            weights: weights.map(into4).transpose()?,
-            lse: lse
-                .map(|a| a.into_dimensionality::<Ix3>().map_err(shape_bug))
-                .transpose()?,
-        })
+        Self::for_problem(ctx, &p)
     }
 }
 
-fn shape_bug(e: ndarray::ShapeError) -> AttentionError {
-    AttentionError::Device(format!("readback shape: {e}"))
+/// How the kernels read q, k and v for `precision`.
+fn elem_of(precision: Precision) -> Elem {
+    match precision {
+        Precision::F32 => Elem::F32,
+        Precision::F16 => Elem::F16,
+    }
 }
 
-fn into4(a: ndarray::ArrayD<f32>) -> Result<ndarray::Array4<f32>> {
-    a.into_dimensionality::<Ix4>().map_err(shape_bug)
-}
-
-/// Checks what the GPU paths support beyond [`validate`] and picks the path.
-fn check_gpu_options(
+/// Validates a call once and checks it against the device: the problem and the path it
+/// takes. Every public entry starts here; nothing below sees the options again except
+/// through [`CallData`].
+pub(crate) fn check_call(
     ctx: &GpuContext,
-    p: &Problem,
+    (q, k, v): (&[usize], &[usize], &[usize]),
     opts: &AttentionOptions<'_>,
-) -> Result<KernelPath> {
-    forward::route(ctx, p, opts)
+) -> Result<(Problem, KernelPath)> {
+    let p = validate(q, k, v, opts)?;
+    let path = route_table::choose(ctx, &p, opts.path, elem_of(opts.precision))?;
+    check_device_sizes(ctx, &p)?;
+    Ok((p, path))
+}
+
+/// The one runner: prepares the call (tuning, probing, pipelines), then records and
+/// submits it into `outputs`.
+async fn run(
+    ctx: &GpuContext,
+    (p, path): (Problem, KernelPath),
+    inputs: CallInputs<'_>,
+    opts: &AttentionOptions<'_>,
+    outputs: &GpuOutputs,
+) -> Result<()> {
+    let data = CallData {
+        mask: opts.mask.as_ref(),
+        kv_lens: opts.kv_lens,
+    };
+    let run_as = (path, elem_of(opts.precision));
+    let call = Call::prepare(ctx, p, run_as, inputs, data).await?;
+    call.run(ctx, &ForwardOutputs::of(outputs, call.problem()))
+        .await?;
+    Ok(())
+}
+
+fn f32_inputs<'a>(q: &'a GpuTensor, k: &'a GpuTensor, v: &'a GpuTensor) -> CallInputs<'a> {
+    CallInputs {
+        q: q.buffer(),
+        k: k.buffer(),
+        v: v.buffer(),
+        elem: Elem::F32,
+    }
 }
 
 fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
@@ -219,9 +187,14 @@ pub async fn attention_gpu_into_async(
     opts: &AttentionOptions<'_>,
     outputs: &GpuOutputs,
 ) -> Result<()> {
-    let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
-    let path = check_gpu_options(ctx, &p, opts)?;
-    check_device_sizes(ctx, &p)?;
+    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    check_outputs(&checked.0, outputs)?;
+    check_no_alias(q, k, v, outputs, &checked.0)?;
+    run(ctx, checked, f32_inputs(q, k, v), opts, outputs).await
+}
+
+/// Checks that `outputs` has the shapes `p` writes.
+fn check_outputs(p: &Problem, outputs: &GpuOutputs) -> Result<()> {
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
     check_tensor("out", &outputs.out, &[b, h, lq, p.dim_v])?;
     if p.return_weights {
@@ -236,43 +209,7 @@ pub async fn attention_gpu_into_async(
         })?;
         check_tensor("lse", l, &[b, h, lq])?;
     }
-    check_no_alias(q, k, v, outputs, &p)?;
-    let inputs = CallInputs {
-        q: q.buffer(),
-        k: k.buffer(),
-        v: v.buffer(),
-        elem: Elem::F32,
-    };
-    run_into(ctx, &p, path, opts, &inputs, outputs).await?;
     Ok(())
-}
-
-/// Records and submits one call inside error scopes. Returns the device bytes it
-/// allocated beyond inputs and outputs.
-pub(crate) async fn run_into(
-    ctx: &GpuContext,
-    p: &Problem,
-    path: KernelPath,
-    opts: &AttentionOptions<'_>,
-    inputs: &CallInputs<'_>,
-    outputs: &GpuOutputs,
-) -> Result<u64> {
-    ctx.check_alive()?;
-    let scopes = ErrorScopes::push(ctx);
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
-    let scratch = forward::encode(
-        ctx,
-        &mut encoder,
-        p,
-        path,
-        opts,
-        inputs,
-        &outputs.forward(p),
-    )
-    .await?;
-    ctx.queue.submit([encoder.finish()]);
-    scopes.pop(ctx, "running attention").await?;
-    Ok(scratch)
 }
 
 /// Runs attention on device tensors and returns new device outputs.
@@ -286,12 +223,15 @@ pub async fn attention_gpu_async(
     v: &GpuTensor,
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuOutputs> {
-    let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
-    attention_gpu_into_async(ctx, q, k, v, opts, &outputs).await?;
+    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    let outputs = GpuOutputs::for_problem(ctx, &checked.0)?;
+    run(ctx, checked, f32_inputs(q, k, v), opts, &outputs).await?;
     Ok(outputs)
 }
 
-/// Runs attention on host arrays: uploads, one submission, one readback.
+/// Runs attention on host arrays: uploads, one submission, one readback. With
+/// [`Precision::F16`] the arrays are uploaded as f16 directly: half the transfer, no
+/// conversion pass.
 ///
 /// # Errors
 /// Input errors of [`validate`] and [`AttentionError::TooLarge`] for tensors beyond the
@@ -305,29 +245,23 @@ pub async fn attention_async(
     v: ArrayView4<'_, f32>,
     opts: &AttentionOptions<'_>,
 ) -> Result<AttentionOutput> {
-    let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
-    let path = check_gpu_options(ctx, &p, opts)?;
-    check_device_sizes(ctx, &p)?;
-    if opts.precision == Precision::F16 {
-        // Uploaded as f16 directly: half the transfer, no conversion pass.
-        let qb = f16::upload(ctx, "q", q.into_dyn())?;
-        let kb = f16::upload(ctx, "k", k.into_dyn())?;
-        let vb = f16::upload(ctx, "v", v.into_dyn())?;
-        let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
-        let inputs = CallInputs {
-            q: &qb,
-            k: &kb,
-            v: &vb,
-            elem: Elem::F16,
-        };
-        run_into(ctx, &p, path, opts, &inputs, &outputs).await?;
-        return outputs.read_async(ctx).await;
-    }
-    let qt = GpuTensor::upload(ctx, "q", q.into_dyn())?;
-    let kt = GpuTensor::upload(ctx, "k", k.into_dyn())?;
-    let vt = GpuTensor::upload(ctx, "v", v.into_dyn())?;
-    let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), opts)?;
-    attention_gpu_into_async(ctx, &qt, &kt, &vt, opts, &outputs).await?;
+    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    let elem = elem_of(opts.precision);
+    let upload = |arg: &'static str, a: ArrayView4<'_, f32>| -> Result<wgpu::Buffer> {
+        match elem {
+            Elem::F16 => f16_tensor::upload(ctx, arg, a.into_dyn()),
+            Elem::F32 => Ok(GpuTensor::upload(ctx, arg, a.into_dyn())?.buffer().clone()),
+        }
+    };
+    let (qb, kb, vb) = (upload("q", q)?, upload("k", k)?, upload("v", v)?);
+    let outputs = GpuOutputs::for_problem(ctx, &checked.0)?;
+    let inputs = CallInputs {
+        q: &qb,
+        k: &kb,
+        v: &vb,
+        elem,
+    };
+    run(ctx, checked, inputs, opts, &outputs).await?;
     outputs.read_async(ctx).await
 }
 

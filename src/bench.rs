@@ -10,13 +10,14 @@ use std::time::Instant;
 
 use ndarray::Array4;
 
-use crate::api::GpuOutputs;
+use crate::api::{check_call, GpuOutputs};
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor as f16;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::device::timer::Timer;
-use crate::gpu::forward::route_table::{self as forward, CallInputs, Elem};
+use crate::gpu::forward::call::{Call, CallData, CallInputs};
+use crate::gpu::forward::io::{Elem, ForwardOutputs};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::{validate, Problem};
 use crate::reference::attention_cpu;
@@ -255,10 +256,9 @@ fn wait(ctx: &GpuContext) -> Result<()> {
 /// Input errors of the shape and options, [`AttentionError::Unsupported`] for f16 on an
 /// adapter without it, and device errors.
 pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<BenchResult> {
-    let p = config.problem()?;
     let opts = config.options();
-    let path = forward::route(ctx, &p, &opts)?;
     let (q, k, v) = inputs(config);
+    let (p, path) = check_call(ctx, (q.shape(), k.shape(), v.shape()), &opts)?;
     let started = Instant::now();
     let named = [("q", &q), ("k", &k), ("v", &v)];
     let (tensors, elem): (Vec<wgpu::Buffer>, Elem) = match config.precision {
@@ -290,7 +290,9 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         v: &tensors[2],
         elem,
     };
-    let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), &opts)?;
+    let outputs = GpuOutputs::for_problem(ctx, &p)?;
+    let call = Call::prepare(ctx, p, (path, elem), call, CallData::default()).await?;
+    let written = ForwardOutputs::of(&outputs, call.problem());
     let timer = Timer::new(ctx)?;
     let mut samples = Vec::with_capacity(config.iters);
     let mut scratch = 0;
@@ -299,16 +301,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         if let Some(t) = &timer {
             t.start(&mut encoder);
         }
-        scratch = forward::encode(
-            ctx,
-            &mut encoder,
-            &p,
-            path,
-            &opts,
-            &call,
-            &outputs.forward(&p),
-        )
-        .await?;
+        scratch = call.record(ctx, &mut encoder, &written)?;
         if let Some(t) = &timer {
             t.stop(&mut encoder);
         }
@@ -320,7 +313,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
             Some(t) => t.read_ms(ctx).await?,
             None => wall,
         };
-        // The first call compiles and tunes: not timed.
+        // The first run warms up (compiling and tuning were done by `prepare`): not timed.
         if n > 0 {
             samples.push(ms);
         }

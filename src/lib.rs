@@ -68,6 +68,8 @@ pub use mha::{
 };
 pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
+#[doc(hidden)]
+pub use problem::validate_calls_for_tests;
 pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};
 pub use reference::attention_cpu;
 

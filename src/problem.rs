@@ -125,6 +125,7 @@ pub fn validate(
     v: &[usize],
     opts: &AttentionOptions<'_>,
 ) -> Result<Problem> {
+    VALIDATE_CALLS.with(|n| n.set(n.get() + 1));
     let [b, hq, lq, d] = dims4("q", q)?;
     let [bk, hkv, lk, dk] = dims4("k", k)?;
     let [bv, hv, lv, dv] = dims4("v", v)?;
@@ -216,6 +217,17 @@ pub fn validate(
         return_weights: opts.return_weights,
         return_lse: opts.return_lse,
     })
+}
+
+thread_local! {
+    static VALIDATE_CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`validate`] has run on this thread: lets tests check that each call
+/// validates its inputs once. Not part of the API.
+#[doc(hidden)]
+pub fn validate_calls_for_tests() -> u64 {
+    VALIDATE_CALLS.with(std::cell::Cell::get)
 }
 
 /// NumPy broadcasting of a rank-2..4 mask against `(B, Hq, Lq, Lk)`.

@@ -5,9 +5,10 @@ use bytemuck::Zeroable;
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
-use crate::gpu::forward::paths::staged::{params_buffer, placeholder};
+use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::params::Params;
+use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
 
 /// Records and submits one dispatch of a real kernel with one workgroup more than the
@@ -17,7 +18,7 @@ use crate::gpu::kernels::softmax;
 #[doc(hidden)]
 pub async fn invalid_dispatch_for_tests(ctx: &GpuContext) -> Result<()> {
     ctx.check_alive()?;
-    let pipe = ctx.pipeline(&softmax::SPEC, &[]).await?;
+    let pipe = pipeline(ctx, &softmax::SPEC, &[]).await?;
     let scopes = ErrorScopes::push(ctx);
     let (params, _) = params_buffer(ctx, &[Params::zeroed()])?;
     let (read, write) = (placeholder(ctx)?, placeholder(ctx)?);

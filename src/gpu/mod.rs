@@ -4,5 +4,4 @@ pub(crate) mod device;
 pub(crate) mod forward;
 pub(crate) mod hooks;
 pub(crate) mod kernels;
-pub(crate) mod linear;
 pub(crate) mod tune;

@@ -4,8 +4,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::GpuTensor;
-use crate::gpu::kernels::linear::HeadLayout;
-use crate::gpu::linear::{self, Linear};
+use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
 use crate::mha::weights::{MhaDims, MhaWeights};
 
 /// [`MhaWeights`] uploaded once, for any number of GPU calls.
@@ -53,10 +52,11 @@ impl MhaGpuWeights {
 /// Records `calls` into one encoder and submits it inside error scopes.
 pub(crate) async fn submit(ctx: &GpuContext, what: &str, calls: &[Linear<'_>]) -> Result<()> {
     ctx.check_alive()?;
+    let kernel = LinearKernel::prepare(ctx).await?;
     let scopes = ErrorScopes::push(ctx);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     for call in calls {
-        linear::record(ctx, &mut encoder, call).await?;
+        kernel.record(ctx, &mut encoder, call)?;
     }
     ctx.queue.submit([encoder.finish()]);
     scopes.pop(ctx, what).await

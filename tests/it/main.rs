@@ -2,6 +2,7 @@
 //! `common` (inputs, tolerances, contexts), `paths` (running one kernel path) and
 //! `cli_common` (running the binary) are the helpers; every other module is tests.
 
+mod architecture;
 mod big_q;
 mod cli;
 mod cli_bench;

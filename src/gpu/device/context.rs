@@ -1,15 +1,15 @@
 //! Getting a device, kept apart from using one: a [`GpuContext`] is made either from the
 //! best adapter or from an application's own `Device` and `Queue`.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::error::{AttentionError, Result};
-use crate::gpu::kernels::pipelines::{KernelPipeline, PipelineKey};
+use crate::gpu::device::memo::Memo;
 
-/// A wgpu device and queue plus what the kernels need to know about them, and the
-/// cache of compiled pipelines. Cheap to share: `Send + Sync` on native targets, and
+/// A wgpu device and queue plus what the kernels need to know about them, and what
+/// calls remember (compiled pipelines, tuned configurations). Cheap to share: `Send + Sync` on native targets, and
 /// every call takes `&self`.
 pub struct GpuContext {
     pub(crate) device: wgpu::Device,
@@ -17,7 +17,6 @@ pub struct GpuContext {
     info: wgpu::AdapterInfo,
     pub(crate) limits: wgpu::Limits,
     pub(crate) features: wgpu::Features,
-    pub(crate) pipelines: Mutex<HashMap<PipelineKey, Arc<KernelPipeline>>>,
     /// Set once by the device-lost callback: the reason and the driver's message.
     lost: Arc<OnceLock<String>>,
     /// A cap on storage bindings below the device's own limit (see `with_max_binding`).
@@ -25,8 +24,10 @@ pub struct GpuContext {
     /// How long a readback may wait for the device (see `with_wait_timeout`).
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub(crate) wait_timeout: Option<Duration>,
-    /// Kernel configurations chosen by timing, per shape class.
-    pub(crate) tuning: crate::gpu::tune::TuneCache,
+    /// Compiled pipelines, tuned configurations and probed loop budgets.
+    pub(crate) memo: Memo,
+    /// Whether kernel candidates are timed (see `set_autotune`).
+    autotune: AtomicBool,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -148,11 +149,11 @@ impl GpuContext {
             features: device.features(),
             device,
             queue,
-            pipelines: Mutex::new(HashMap::new()),
             lost,
             binding_cap: None,
             wait_timeout: None,
-            tuning: Default::default(),
+            memo: Memo::default(),
+            autotune: AtomicBool::new(std::env::var("WGPU_ATTENTION_TUNE").is_ok_and(|v| v == "1")),
         }
     }
 
@@ -180,6 +181,19 @@ impl GpuContext {
     pub fn with_wait_timeout(mut self, timeout: Duration) -> Self {
         self.wait_timeout = Some(timeout);
         self
+    }
+
+    /// Turns timing of kernel candidates on or off for this context (off by default,
+    /// unless `WGPU_ATTENTION_TUNE=1`). Choices already made are kept; classes met later
+    /// are timed once each. Tuning costs a pipeline build per candidate (seconds on
+    /// software drivers); untuned, a class gets the first fitting candidate.
+    pub fn set_autotune(&self, enabled: bool) {
+        self.autotune.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Whether kernel candidates are timed.
+    pub(crate) fn autotune(&self) -> bool {
+        self.autotune.load(Ordering::Relaxed)
     }
 
     /// True once the device has been lost (or destroyed); every later call fails with

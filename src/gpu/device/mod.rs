@@ -4,6 +4,8 @@
 pub(crate) mod buffers;
 pub(crate) mod context;
 pub(crate) mod f16_tensor;
+pub(crate) mod memo;
+pub(crate) mod outputs;
 pub(crate) mod readback;
 pub(crate) mod scopes;
 pub(crate) mod tensor;

@@ -3,9 +3,7 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::paths::staged::{
-    params_buffer, placeholder, ForwardInputs, ForwardOutputs,
-};
+use crate::gpu::forward::io::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
 use crate::gpu::forward::plan::Chunk;
 use crate::gpu::kernels::dispatch::range;
 use crate::gpu::kernels::params::Params;

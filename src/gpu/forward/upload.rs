@@ -1,10 +1,10 @@
-//! Host-side options that travel to the device with each call: the explicit mask and
-//! the per-batch key lengths.
+//! Host data that travels to the device with each call: the explicit mask and the
+//! per-batch key lengths.
 
 use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::options::{AttentionOptions, Mask};
+use crate::options::Mask;
 
 fn storage(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
     // Padded to whole 4-byte words (storage bindings are words) and never empty.
@@ -12,8 +12,8 @@ fn storage(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> 
 }
 
 /// The mask in its own (not broadcast) shape, row-major: one byte per boolean, or f32.
-pub(crate) fn mask(ctx: &GpuContext, opts: &AttentionOptions<'_>) -> Result<Option<wgpu::Buffer>> {
-    let Some(mask) = opts.mask.as_ref() else {
+pub(crate) fn mask(ctx: &GpuContext, mask: Option<&Mask<'_>>) -> Result<Option<wgpu::Buffer>> {
+    let Some(mask) = mask else {
         return Ok(None);
     };
     let buffer = match mask {
@@ -34,11 +34,7 @@ pub(crate) fn mask(ctx: &GpuContext, opts: &AttentionOptions<'_>) -> Result<Opti
 }
 
 /// The key lengths as u32.
-pub(crate) fn kv_lens(
-    ctx: &GpuContext,
-    opts: &AttentionOptions<'_>,
-) -> Result<Option<wgpu::Buffer>> {
-    opts.kv_lens
-        .map(|l| storage(ctx, "wgpu-attention kv_lens", bytemuck::cast_slice(l)))
+pub(crate) fn kv_lens(ctx: &GpuContext, lens: Option<&[u32]>) -> Result<Option<wgpu::Buffer>> {
+    lens.map(|l| storage(ctx, "wgpu-attention kv_lens", bytemuck::cast_slice(l)))
         .transpose()
 }

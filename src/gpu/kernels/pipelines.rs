@@ -1,10 +1,9 @@
 //! Compiled pipelines, built once per (kernel, override constants) and cached in the
 //! context: the first build of a pipeline can take seconds on software drivers.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::error::{AttentionError, Result};
+use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 
@@ -41,107 +40,98 @@ pub(crate) struct KernelPipeline {
     pub layout: wgpu::BindGroupLayout,
 }
 
-impl GpuContext {
-    /// The pipeline for `spec` with these override constants, compiled on first use.
-    pub(crate) async fn pipeline(
-        &self,
-        spec: &KernelSpec,
-        constants: &[(&'static str, f64)],
-    ) -> Result<Arc<KernelPipeline>> {
-        let key = PipelineKey {
-            kernel: spec.name,
-            constants: constants.iter().map(|(n, v)| (*n, v.to_bits())).collect(),
-        };
-        if let Some(p) = self.cached_pipelines()?.get(&key) {
-            return Ok(p.clone());
-        }
-        // Built outside the lock: two threads may both build a missing pipeline, and the
-        // second insert wins, which is harmless.
-        let built = Arc::new(self.build_pipeline(spec, constants).await?);
-        self.cached_pipelines()?.insert(key, built.clone());
-        Ok(built)
+/// The pipeline for `spec` with these override constants, compiled on first use and
+/// remembered in the context.
+///
+/// # Errors
+/// [`crate::AttentionError::Device`] when the device rejects the kernel.
+pub(crate) async fn pipeline(
+    ctx: &GpuContext,
+    spec: &KernelSpec,
+    constants: &[(&'static str, f64)],
+) -> Result<Arc<KernelPipeline>> {
+    let key = PipelineKey {
+        kernel: spec.name,
+        constants: constants.iter().map(|(n, v)| (*n, v.to_bits())).collect(),
+    };
+    if let Some(p) = ctx.memo.get::<PipelineKey, Arc<KernelPipeline>>(&key) {
+        return Ok(p);
     }
+    // Built outside the lock: two threads may both build a missing pipeline, and the
+    // second insert wins, which is harmless.
+    let built = Arc::new(build(ctx, spec, constants).await?);
+    ctx.memo.insert(key, built.clone());
+    Ok(built)
+}
 
-    fn cached_pipelines(
-        &self,
-    ) -> Result<std::sync::MutexGuard<'_, HashMap<PipelineKey, Arc<KernelPipeline>>>> {
-        self.pipelines
-            .lock()
-            .map_err(|_| AttentionError::Device("pipeline cache lock poisoned".into()))
-    }
-
-    async fn build_pipeline(
-        &self,
-        spec: &KernelSpec,
-        constants: &[(&'static str, f64)],
-    ) -> Result<KernelPipeline> {
-        let entries: Vec<wgpu::BindGroupLayoutEntry> = spec
-            .bindings
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupLayoutEntry {
-                binding: i as u32,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: match b {
-                    Binding::Uniform => wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Uniform,
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
-                    Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {
-                        ty: wgpu::BufferBindingType::Storage {
-                            read_only: *b == Binding::Read,
-                        },
-                        has_dynamic_offset: false,
-                        min_binding_size: None,
-                    },
+async fn build(
+    ctx: &GpuContext,
+    spec: &KernelSpec,
+    constants: &[(&'static str, f64)],
+) -> Result<KernelPipeline> {
+    let entries: Vec<wgpu::BindGroupLayoutEntry> = spec
+        .bindings
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+            binding: i as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: match b {
+                Binding::Uniform => wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
                 },
-                count: None,
-            })
-            .collect();
-        let device = &self.device;
-        let scopes = ErrorScopes::push(self);
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(spec.name),
-            entries: &entries,
-        });
-        let descriptor = wgpu::ShaderModuleDescriptor {
-            label: Some(spec.name),
-            source: wgpu::ShaderSource::Wgsl(spec.source.into()),
-        };
-        let module = if spec.trusted {
-            // SAFETY: trusted kernels guard every buffer, workgroup and private-array index
-            // against the bound it must stay under (each guard is commented in the WGSL),
-            // every loop is bounded by the problem's sizes, and every divisor is a tile
-            // size or a validated nonzero size.
-            unsafe {
-                device.create_shader_module_trusted(
-                    descriptor,
-                    wgpu::ShaderRuntimeChecks::unchecked(),
-                )
-            }
-        } else {
-            device.create_shader_module(descriptor)
-        };
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(spec.name),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(spec.name),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                constants,
-                zero_initialize_workgroup_memory: !spec.trusted,
+                Binding::Read | Binding::ReadWrite => wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage {
+                        read_only: *b == Binding::Read,
+                    },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
             },
-            cache: None,
-        });
-        scopes
-            .pop(self, &format!("building kernel {}", spec.name))
-            .await?;
-        Ok(KernelPipeline { pipeline, layout })
-    }
+            count: None,
+        })
+        .collect();
+    let device = &ctx.device;
+    let scopes = ErrorScopes::push(ctx);
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(spec.name),
+        entries: &entries,
+    });
+    let descriptor = wgpu::ShaderModuleDescriptor {
+        label: Some(spec.name),
+        source: wgpu::ShaderSource::Wgsl(spec.source.into()),
+    };
+    let module = if spec.trusted {
+        // SAFETY: trusted kernels guard every buffer, workgroup and private-array index
+        // against the bound it must stay under (each guard is commented in the WGSL),
+        // every loop is bounded by the problem's sizes, and every divisor is a tile
+        // size or a validated nonzero size.
+        unsafe {
+            device.create_shader_module_trusted(descriptor, wgpu::ShaderRuntimeChecks::unchecked())
+        }
+    } else {
+        device.create_shader_module(descriptor)
+    };
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(spec.name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(spec.name),
+        layout: Some(&pipeline_layout),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants,
+            zero_initialize_workgroup_memory: !spec.trusted,
+        },
+        cache: None,
+    });
+    scopes
+        .pop(ctx, &format!("building kernel {}", spec.name))
+        .await?;
+    Ok(KernelPipeline { pipeline, layout })
 }

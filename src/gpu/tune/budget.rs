@@ -13,8 +13,8 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::paths::split_kv::FirstPass;
-use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::fused::vec4s;
 use crate::problem::Problem;
@@ -54,21 +54,21 @@ pub(crate) async fn key_budget(
         dim_v4: vec4s(p.dim_v),
         vec4: matches!(pass, FirstPass::Decode(_)) && vec4_reads(ctx, p, elem),
     };
-    if let Some(b) = ctx.tuning.budget(&key) {
+    if let Some(b) = ctx.memo.get::<BudgetKey, Option<u64>>(&key) {
         return Ok(b);
     }
     let budget = probe::run(ctx, p, elem, pass).await?;
-    ctx.tuning.remember_budget(key, budget);
+    ctx.memo.insert(key, budget);
     Ok(budget)
 }
 
 mod probe {
     use super::*;
     use crate::gpu::device::readback::read_ranges;
-    use crate::gpu::forward::paths::{one_pass as fused, split_kv as decode};
-    use crate::gpu::tune::zero_run::ZeroRun;
-    use crate::options::AttentionOptions;
-    use crate::problem::validate;
+    use crate::gpu::forward::io::Recording;
+    use crate::gpu::forward::paths::one_pass::OnePass;
+    use crate::gpu::forward::paths::split_kv::SplitKv;
+    use crate::gpu::tune::zero_run::{plain_problem, ZeroRun};
 
     pub(super) async fn run(
         ctx: &GpuContext,
@@ -84,39 +84,31 @@ mod probe {
         if offered < keys {
             return Ok(None);
         }
-        let opts = AttentionOptions {
-            return_lse: true,
-            ..Default::default()
-        };
-        let n = offered as usize;
-        let pp = validate(
-            &[1, 1, 1, p.dim],
-            &[1, 1, n, p.dim],
-            &[1, 1, n, p.dim_v],
-            &opts,
-        )?;
+        let pp = plain_problem(
+            [1, 1, 1, p.dim],
+            [1, offered as usize, p.dim_v],
+            false,
+            0,
+            true,
+        );
         let run = ZeroRun::new(ctx, "wgpu-attention loop probe", &pp, elem, true)?;
         let (inputs, outputs) = (run.inputs(), run.outputs());
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let mut r = Recording {
+            ctx,
+            encoder: &mut encoder,
+            p: &pp,
+            inputs: &inputs,
+            outputs: &outputs,
+        };
         match pass {
-            FirstPass::Fused(cfg) => {
-                fused::record_direct(ctx, &mut encoder, &pp, elem, cfg, &inputs, &outputs).await?
-            }
-            FirstPass::Decode(_) => {
-                // One key range: the whole key loop in one workgroup.
-                let ranges = (1, None);
-                decode::record_split(
-                    ctx,
-                    &mut encoder,
-                    &pp,
-                    elem,
-                    pass,
-                    ranges,
-                    &inputs,
-                    &outputs,
-                )
+            FirstPass::Fused(cfg) => OnePass::prepare(ctx, &pp, elem, cfg)
                 .await?
-            }
+                .record(&mut r)?,
+            // One key range: the whole key loop in one workgroup.
+            FirstPass::Decode(_) => SplitKv::prepare(ctx, &pp, elem, pass, (1, None))
+                .await?
+                .record(&mut r)?,
         };
         ctx.queue.submit([encoder.finish()]);
         let Some(lse) = outputs.lse else {

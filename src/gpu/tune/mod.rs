@@ -12,20 +12,14 @@
 pub(crate) mod budget;
 pub(crate) mod zero_run;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-#[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
-#[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::forward::paths::{one_pass as fused, split_kv as decode};
-use crate::gpu::forward::route_table::Elem;
+use crate::gpu::device::memo::Memoizable;
+use crate::gpu::forward::io::Elem;
+use crate::gpu::forward::resolve;
+use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
-use crate::gpu::tune::budget::BudgetKey;
 use crate::problem::Problem;
 
 const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
@@ -132,49 +126,6 @@ impl ClassKey {
     }
 }
 
-/// The configurations chosen so far, kept in the context.
-#[derive(Debug)]
-pub(crate) struct TuneCache {
-    off: AtomicBool,
-    fused: Mutex<HashMap<ClassKey, FusedConfig>>,
-    decode: Mutex<HashMap<ClassKey, DecodeCandidate>>,
-    budgets: Mutex<HashMap<BudgetKey, Option<u64>>>,
-}
-
-impl TuneCache {
-    /// The key budget probed for `key`, if probed (see `budget.rs`).
-    pub(crate) fn budget(&self, key: &BudgetKey) -> Option<Option<u64>> {
-        self.budgets.lock().ok().and_then(|m| m.get(key).copied())
-    }
-
-    pub(crate) fn remember_budget(&self, key: BudgetKey, budget: Option<u64>) {
-        // A poisoned lock only loses the memo.
-        if let Ok(mut m) = self.budgets.lock() {
-            m.insert(key, budget);
-        }
-    }
-}
-
-impl Default for TuneCache {
-    fn default() -> Self {
-        Self {
-            off: AtomicBool::new(!std::env::var("WGPU_ATTENTION_TUNE").is_ok_and(|v| v == "1")),
-            fused: Mutex::default(),
-            decode: Mutex::default(),
-            budgets: Mutex::default(),
-        }
-    }
-}
-
-impl GpuContext {
-    /// Turns timing of kernel candidates on or off for this context (off by default,
-    /// unless `WGPU_ATTENTION_TUNE=1`). Choices already made are kept; classes met later
-    /// are timed once each.
-    pub fn set_autotune(&self, enabled: bool) {
-        self.tuning.off.store(!enabled, Ordering::Relaxed);
-    }
-}
-
 fn none_fits(kernel: &str, p: &Problem) -> AttentionError {
     AttentionError::TooLarge {
         arg: "q",
@@ -182,17 +133,6 @@ fn none_fits(kernel: &str, p: &Problem) -> AttentionError {
             "no {kernel} configuration fits this device's workgroup limits for D {} and Dv {}",
             p.dim, p.dim_v
         ),
-    }
-}
-
-fn cached<T: Copy>(map: &Mutex<HashMap<ClassKey, T>>, key: &ClassKey) -> Option<T> {
-    map.lock().ok().and_then(|m| m.get(key).copied())
-}
-
-fn remember<T>(map: &Mutex<HashMap<ClassKey, T>>, key: ClassKey, value: T) {
-    // A poisoned lock only loses the memo; the choice is still returned.
-    if let Ok(mut m) = map.lock() {
-        m.insert(key, value);
     }
 }
 
@@ -207,42 +147,34 @@ enum Candidate {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Candidate {
-    /// Records the forward of `p` with this configuration (see `forward::record`).
-    async fn record(
-        self,
-        ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
-        p: &Problem,
-        elem: Elem,
-        inputs: &ForwardInputs<'_>,
-        outputs: &ForwardOutputs<'_>,
-    ) -> Result<u64> {
+    /// This configuration made into a route for `p` (see `forward/resolve.rs`).
+    async fn prepare(self, ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<Route> {
         match self {
-            Candidate::Decode(d) => decode::record(ctx, encoder, p, elem, d, inputs, outputs).await,
-            Candidate::Fused(f) => fused::record(ctx, encoder, p, elem, f, inputs, outputs).await,
+            Candidate::Decode(d) => resolve::decode(ctx, p, elem, d).await,
+            Candidate::Fused(f) => resolve::fused(ctx, p, elem, f).await,
         }
     }
 }
 
 /// The first of `fitting` (the adapter's preferred order, already cut to what fits), or
 /// with tuning on the fastest of them, remembered in `memo` under the problem's class.
-async fn choose<T: Copy>(
+async fn choose<T: Copy + Memoizable>(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-    (memo, key): (&Mutex<HashMap<ClassKey, T>>, ClassKey),
+    key: ClassKey,
     fitting: Vec<T>,
     (kernel, wrap): (&str, fn(T) -> Candidate),
 ) -> Result<T> {
     let first = *fitting.first().ok_or_else(|| none_fits(kernel, p))?;
-    let chosen = if ctx.tuning.off.load(Ordering::Relaxed) || fitting.len() == 1 {
+    let chosen = if !ctx.autotune() || fitting.len() == 1 {
         first
     } else {
         let candidates: Vec<Candidate> = fitting.iter().copied().map(wrap).collect();
         let index = timing::fastest_index(ctx, p, elem, &candidates).await?;
         index.and_then(|i| fitting.get(i).copied()).unwrap_or(first)
     };
-    remember(memo, key, chosen);
+    ctx.memo.insert(key, chosen);
     Ok(chosen)
 }
 
@@ -253,7 +185,7 @@ async fn choose<T: Copy>(
 /// timing.
 pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<FusedConfig> {
     let key = ClassKey::new(p, elem, false);
-    if let Some(c) = cached(&ctx.tuning.fused, &key) {
+    if let Some(c) = ctx.memo.get::<ClassKey, FusedConfig>(&key) {
         return Ok(c);
     }
     let fitting = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
@@ -261,8 +193,7 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
         .filter(|c| c.fits(ctx, p))
         .take(TIMED)
         .collect();
-    let memo = (&ctx.tuning.fused, key);
-    choose(ctx, p, elem, memo, fitting, ("fused", Candidate::Fused)).await
+    choose(ctx, p, elem, key, fitting, ("fused", Candidate::Fused)).await
 }
 
 /// The decode configuration for `p` on this context.
@@ -275,7 +206,7 @@ pub(crate) async fn decode_config(
     elem: Elem,
 ) -> Result<DecodeCandidate> {
     let key = ClassKey::new(p, elem, true);
-    if let Some(c) = cached(&ctx.tuning.decode, &key) {
+    if let Some(c) = ctx.memo.get::<ClassKey, DecodeCandidate>(&key) {
         return Ok(c);
     }
     let fitting = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
@@ -283,8 +214,7 @@ pub(crate) async fn decode_config(
         .filter(|c| c.resolve(ctx, p, elem).is_some())
         .take(TIMED)
         .collect();
-    let memo = (&ctx.tuning.decode, key);
-    choose(ctx, p, elem, memo, fitting, ("decode", Candidate::Decode)).await
+    choose(ctx, p, elem, key, fitting, ("decode", Candidate::Decode)).await
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -296,9 +226,8 @@ mod timing {
 
     use super::*;
     use crate::gpu::device::timer::Timer;
-    use crate::gpu::tune::zero_run::ZeroRun;
-    use crate::options::{Alignment, AttentionOptions};
-    use crate::problem::validate;
+    use crate::gpu::forward::io::Recording;
+    use crate::gpu::tune::zero_run::{plain_problem, ZeroRun};
 
     /// Rounds over all candidates after one untimed warm-up each (which compiles the
     /// pipeline): at least MIN_ROUNDS, more while the rounds together took under
@@ -311,27 +240,25 @@ mod timing {
     /// Decoding reads every key once, so its speed depends on whether K and V fit in
     /// cache: its proxy keeps up to 8 K/V heads of up to 8,192 keys (32 MiB in f32 at
     /// D = 64, past the last-level cache of most CPUs), where one head would fit.
-    fn proxy(p: &Problem, decode: bool) -> Result<Problem> {
+    fn proxy(p: &Problem, decode: bool) -> Problem {
         let g = p.group().min(8);
         let (hkv, lq, lk) = if decode {
             (p.heads_kv.min(8), p.len_q, p.len_k.min(8192))
         } else {
             (1, p.len_q.min(128), p.len_k.min(512))
         };
-        let opts = AttentionOptions {
-            causal: p.causal,
-            alignment: if p.pos_offset == 0 {
-                Alignment::TopLeft
-            } else {
-                Alignment::BottomRight
-            },
-            ..Default::default()
+        // Top-left or bottom-right alignment, as `p` has it.
+        let pos_offset = if p.pos_offset == 0 {
+            0
+        } else {
+            lk as i64 - lq as i64
         };
-        validate(
-            &[1, hkv * g, lq, p.dim],
-            &[1, hkv, lk, p.dim],
-            &[1, hkv, lk, p.dim_v],
-            &opts,
+        plain_problem(
+            [1, hkv * g, lq, p.dim],
+            [hkv, lk, p.dim_v],
+            p.causal,
+            pos_offset,
+            false,
         )
     }
 
@@ -363,25 +290,34 @@ mod timing {
         candidates: &[Candidate],
     ) -> Result<Option<usize>> {
         let is_decode = matches!(candidates.first(), Some(Candidate::Decode(_)));
-        let pp = proxy(p, is_decode)?;
+        let pp = proxy(p, is_decode);
         let zero = ZeroRun::new(ctx, "wgpu-attention tuning", &pp, elem, false)?;
         let (inputs, outputs) = (zero.inputs(), zero.outputs());
         let timer = Timer::new(ctx)?;
-        let run = |candidate: Candidate| {
-            let (timer, inputs, outputs, pp) = (timer.as_ref(), &inputs, &outputs, &pp);
-            async move {
-                let mut enc = ctx.device.create_command_encoder(&Default::default());
-                if let Some(t) = timer {
-                    t.start(&mut enc);
-                }
-                candidate
-                    .record(ctx, &mut enc, pp, elem, inputs, outputs)
-                    .await?;
-                time_run(ctx, timer, enc).await
-            }
-        };
+        // Decided before anything is timed: the timed runs record exactly what a call
+        // with that configuration records.
+        let mut routes = Vec::with_capacity(candidates.len());
         for &candidate in candidates {
-            run(candidate).await?;
+            routes.push(candidate.prepare(ctx, &pp, elem).await?);
+        }
+        let record = |route: &Route| {
+            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            if let Some(t) = &timer {
+                t.start(&mut encoder);
+            }
+            let mut r = Recording {
+                ctx,
+                encoder: &mut encoder,
+                p: &pp,
+                inputs: &inputs,
+                outputs: &outputs,
+            };
+            route.record(&mut r)?;
+            Ok::<_, AttentionError>(encoder)
+        };
+        // One untimed run each first.
+        for route in &routes {
+            time_run(ctx, timer.as_ref(), record(route)?).await?;
         }
         let mut fastest = vec![f64::INFINITY; candidates.len()];
         let mut total = 0.0;
@@ -389,8 +325,8 @@ mod timing {
             if round >= MIN_ROUNDS && total >= MIN_TOTAL_MS {
                 break;
             }
-            for (i, &candidate) in candidates.iter().enumerate() {
-                let ms = run(candidate).await?;
+            for (i, route) in routes.iter().enumerate() {
+                let ms = time_run(ctx, timer.as_ref(), record(route)?).await?;
                 total += ms;
                 if let Some(f) = fastest.get_mut(i) {
                     *f = f.min(ms);
@@ -429,8 +365,9 @@ mod tests {
     use ndarray::Array4;
 
     use super::*;
-    use crate::api::GpuOutputs;
+    use crate::gpu::device::outputs::GpuOutputs;
     use crate::gpu::device::tensor::GpuTensor;
+    use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
     use crate::reference::attention_cpu;
@@ -465,8 +402,8 @@ mod tests {
         let p = validate(q.shape(), k.shape(), v.shape(), &opts).unwrap();
         let up = |a: &Array4<f32>| GpuTensor::from_array(ctx, a.view().into_dyn()).unwrap();
         let (qt, kt, vt) = (up(&q), up(&k), up(&v));
-        let outputs = GpuOutputs::allocate(ctx, q.shape(), k.shape(), v.shape(), &opts).unwrap();
-        let kv_lens = crate::gpu::forward::upload::kv_lens(ctx, &opts).unwrap();
+        let outputs = GpuOutputs::for_problem(ctx, &p).unwrap();
+        let kv_lens = crate::gpu::forward::upload::kv_lens(ctx, opts.kv_lens).unwrap();
         let inputs = ForwardInputs {
             q: qt.buffer(),
             k: kt.buffer(),
@@ -480,8 +417,16 @@ mod tests {
         } else {
             Candidate::Fused(FUSED_CANDIDATES[candidate])
         };
-        let forward = outputs.forward(&p);
-        pollster::block_on(c.record(ctx, &mut enc, &p, Elem::F32, &inputs, &forward)).unwrap();
+        let forward = ForwardOutputs::of(&outputs, &p);
+        let route = pollster::block_on(c.prepare(ctx, &p, Elem::F32)).unwrap();
+        let mut r = Recording {
+            ctx,
+            encoder: &mut enc,
+            p: &p,
+            inputs: &inputs,
+            outputs: &forward,
+        };
+        route.record(&mut r).unwrap();
         ctx.queue.submit([enc.finish()]);
         let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
         let want = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();

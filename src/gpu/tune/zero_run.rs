@@ -5,8 +5,8 @@
 use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
-use crate::gpu::forward::route_table::Elem;
+use crate::gpu::forward::io::Elem;
+use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs};
 use crate::problem::Problem;
 
 /// q, k and v stored as some element type, all zeros, and f32 outputs.
@@ -65,5 +65,34 @@ impl ZeroRun {
             lse: self.lse.as_ref(),
             weights: None,
         }
+    }
+}
+
+/// A problem with no mask, window or key lengths, for runs the library makes itself
+/// (timing proxies, probes): built directly, since its sizes are the library's own.
+pub(crate) fn plain_problem(
+    [b, hq, lq, d]: [usize; 4],
+    [hkv, lk, dv]: [usize; 3],
+    causal: bool,
+    pos_offset: i64,
+    return_lse: bool,
+) -> Problem {
+    Problem {
+        batch: b,
+        heads_q: hq,
+        heads_kv: hkv,
+        len_q: lq,
+        len_k: lk,
+        dim: d,
+        dim_v: dv,
+        scale: 1.0 / (d as f32).sqrt(),
+        causal,
+        pos_offset,
+        window_left: None,
+        window_right: None,
+        mask: None,
+        has_kv_lens: false,
+        return_weights: false,
+        return_lse,
     }
 }

@@ -3,24 +3,22 @@
 //! caller submits.
 //!
 //! The first pass is decode.wgsl for decoding (lanes are keys), or fused.wgsl with
-//! `PARTIAL` where the fused path must cut long key ranges (see `budget.rs`).
+//! `PARTIAL` where the fused path must cut long key ranges (see `tune/budget.rs`).
 
 use std::sync::Arc;
 
-use crate::error::{AttentionError, Result};
+use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
+use crate::gpu::forward::io::{Elem, Recording};
 use crate::gpu::forward::paths::one_pass::{limits, spec, split_buffer};
-use crate::gpu::forward::paths::staged::{ForwardInputs, ForwardOutputs};
 use crate::gpu::forward::plan::plan;
-use crate::gpu::forward::route_table::Elem;
 use crate::gpu::kernels::combine::{self, KeySplit};
-use crate::gpu::kernels::decode::{DecodeCandidate, DecodeKernel};
+use crate::gpu::kernels::decode::DecodeKernel;
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
-use crate::gpu::kernels::pipelines::KernelPipeline;
-use crate::gpu::tune::budget::key_budget;
+use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
@@ -52,145 +50,144 @@ impl FirstPass {
         }
     }
 
-    async fn pipeline(
+    async fn build(
         &self,
         ctx: &GpuContext,
         p: &Problem,
         elem: Elem,
     ) -> Result<Arc<KernelPipeline>> {
         match self {
-            FirstPass::Fused(c) => ctx.pipeline(spec(elem), &c.constants(p, true)).await,
+            FirstPass::Fused(c) => pipeline(ctx, spec(elem), &c.constants(p, true)).await,
             FirstPass::Decode(k) => {
                 let spec = DecodeKernel::spec(ctx, p, elem);
-                ctx.pipeline(spec, &k.constants()).await
+                pipeline(ctx, spec, &k.constants()).await
             }
         }
     }
 }
 
-/// Records the decode forward of `p` with the kernel of `cand` into `encoder`. Returns
-/// the device bytes it allocated beyond inputs and outputs (partials, parameters).
-///
-/// # Errors
-/// [`crate::AttentionError::TooLarge`] when the problem or its partials cannot be split
-/// to fit, or a device error building a pipeline or probing the adapter.
-pub(crate) async fn record(
-    ctx: &GpuContext,
-    encoder: &mut wgpu::CommandEncoder,
-    p: &Problem,
-    elem: Elem,
-    cand: DecodeCandidate,
-    inputs: &ForwardInputs<'_>,
-    outputs: &ForwardOutputs<'_>,
-) -> Result<u64> {
-    let kernel = cand
-        .resolve(ctx, p, elem)
-        .ok_or_else(|| AttentionError::TooLarge {
-            arg: "q",
-            detail: format!(
-                "the decode kernel does not fit this device's workgroup limits for D {} and Dv {}",
-                p.dim, p.dim_v
-            ),
-        })?;
-    let first = FirstPass::Decode(kernel);
-    let budget = key_budget(ctx, p, elem, first).await?;
-    let ranges = (cand.workgroups, budget);
-    record_split(ctx, encoder, p, elem, first, ranges, inputs, outputs).await
-}
-
-/// Records `first` over key ranges, then the combine pass. `(workgroups, budget)`: about
-/// how many workgroups the ranges should make, and the most keys one may take (see
-/// [`KeySplit`]). Returns the device bytes it allocated beyond inputs and outputs.
-///
-/// # Errors
-/// As [`record`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn record_split(
-    ctx: &GpuContext,
-    encoder: &mut wgpu::CommandEncoder,
-    p: &Problem,
+/// Split-KV over key ranges: the first pass and the combine pass, built, and how the
+/// keys are cut.
+pub(crate) struct SplitKv {
     elem: Elem,
     first: FirstPass,
-    (workgroups, budget): (u32, Option<u64>),
-    inputs: &ForwardInputs<'_>,
-    outputs: &ForwardOutputs<'_>,
-) -> Result<u64> {
-    let how = KeySplit {
-        tile_keys: first.tile_keys(),
-        workgroups,
-        budget,
-    };
-    // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
-    // bounds rows x Lk x 4 bytes, so express the bound in those units.
-    let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
-    let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
-    let mut lim = limits(ctx, elem);
-    lim.max_scores = Some(rows * p.len_k as u64 * 4);
-    let chunks = plan(p, &lim)?;
-    let pipe = first.pipeline(ctx, p, elem).await?;
-    let merge = ctx
-        .pipeline(&combine::COMBINE_SPEC, &combine::combine_constants())
-        .await?;
-    let max_binding = ctx.max_binding();
-    let mut layouts = Vec::with_capacity(chunks.len());
-    let mut scratch_elems = 1;
-    for c in &chunks {
-        let layout = fused::layout(p, first.tile_rows(), first.tile_keys(), c);
-        let mut s = combine::split(p, c, layout, &how, max_binding)?;
-        let (outs, pairs) = combine::partial_elems(p, c, &s);
-        s.ml_base = outs as u32;
-        scratch_elems = scratch_elems.max(outs + pairs);
-        layouts.push(s);
-    }
-    let partials = buffers::empty(
-        ctx,
-        "wgpu-attention decode partials",
-        scratch_elems * 4,
-        wgpu::BufferUsages::STORAGE,
-    )?;
-    let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
-    let (splits, split_stride) = split_buffer(ctx, &layouts)?;
-    let split_size = std::mem::size_of::<SplitParams>() as u64;
+    first_pipe: Arc<KernelPipeline>,
+    merge_pipe: Arc<KernelPipeline>,
+    /// About how many workgroups the key ranges should make.
+    workgroups: u32,
+    /// The most keys one range may take (see [`KeySplit`]).
+    budget: Option<u64>,
+}
 
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-        label: Some("wgpu-attention decode"),
-        timestamp_writes: None,
-    });
-    for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
-        let (outs, pairs) = combine::partial_elems(p, chunk, layout);
-        let partial_bytes = (outs + pairs) * 4;
-        let split_range = || range(&splits, n as u64 * split_stride, split_size);
-        let resources = bind.key_loop(
-            n,
-            inputs,
-            chunk,
-            [
-                range(&partials, 0, partial_bytes),
-                bind.unused_writable(),
-                split_range(),
-            ],
-        );
-        let group = bind_group(ctx, "decode", &pipe.layout, resources);
-        let combine_group = bind_group(
-            ctx,
-            "combine",
-            &merge.layout,
-            vec![
-                bind.params(n),
-                range(&partials, 0, partial_bytes),
-                range(outputs.out, chunk.out.offset, chunk.out.size),
-                bind.lse(outputs, chunk),
-                split_range(),
-            ],
-        );
-        let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
-        pass.set_pipeline(&pipe.pipeline);
-        pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(x, y, 1);
-        let (x, y) = grid(ctx, combine::combine_workgroups(chunk), "q")?;
-        pass.set_pipeline(&merge.pipeline);
-        pass.set_bind_group(0, &combine_group, &[]);
-        pass.dispatch_workgroups(x, y, 1);
+impl SplitKv {
+    /// Builds (or finds cached) the pipelines of `first` for `p` with q, k and v stored
+    /// as `elem`, and of the combine pass. `(workgroups, budget)`: about how many
+    /// workgroups the ranges should make, and the most keys one may take.
+    ///
+    /// # Errors
+    /// A device error building a pipeline.
+    pub(crate) async fn prepare(
+        ctx: &GpuContext,
+        p: &Problem,
+        elem: Elem,
+        first: FirstPass,
+        (workgroups, budget): (u32, Option<u64>),
+    ) -> Result<Self> {
+        Ok(Self {
+            elem,
+            first,
+            first_pipe: first.build(ctx, p, elem).await?,
+            merge_pipe: pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants())
+                .await?,
+            workgroups,
+            budget,
+        })
     }
-    Ok(partials.size() + splits.size() + bind.bytes())
+
+    /// Records the first pass over key ranges, then the combine pass. Returns the device
+    /// bytes it allocated beyond inputs and outputs (partials, parameters).
+    ///
+    /// # Errors
+    /// [`crate::AttentionError::TooLarge`] when the problem or its partials cannot be split
+    /// to fit, or a device error allocating.
+    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+        let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
+        let (elem, first, workgroups, budget) =
+            (self.elem, self.first, self.workgroups, self.budget);
+        let (pipe, merge) = (&self.first_pipe, &self.merge_pipe);
+        let how = KeySplit {
+            tile_keys: first.tile_keys(),
+            workgroups,
+            budget,
+        };
+        // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
+        // bounds rows x Lk x 4 bytes, so express the bound in those units.
+        let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
+        let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
+        let mut lim = limits(ctx, elem);
+        lim.max_scores = Some(rows * p.len_k as u64 * 4);
+        let chunks = plan(p, &lim)?;
+        let max_binding = ctx.max_binding();
+        let mut layouts = Vec::with_capacity(chunks.len());
+        let mut scratch_elems = 1;
+        for c in &chunks {
+            let layout = fused::layout(p, first.tile_rows(), first.tile_keys(), c);
+            let mut s = combine::split(p, c, layout, &how, max_binding)?;
+            let (outs, pairs) = combine::partial_elems(p, c, &s);
+            s.ml_base = outs as u32;
+            scratch_elems = scratch_elems.max(outs + pairs);
+            layouts.push(s);
+        }
+        let partials = buffers::empty(
+            ctx,
+            "wgpu-attention decode partials",
+            scratch_elems * 4,
+            wgpu::BufferUsages::STORAGE,
+        )?;
+        let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
+        let (splits, split_stride) = split_buffer(ctx, &layouts)?;
+        let split_size = std::mem::size_of::<SplitParams>() as u64;
+
+        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("wgpu-attention decode"),
+            timestamp_writes: None,
+        });
+        for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
+            let (outs, pairs) = combine::partial_elems(p, chunk, layout);
+            let partial_bytes = (outs + pairs) * 4;
+            let split_range = || range(&splits, n as u64 * split_stride, split_size);
+            let resources = bind.key_loop(
+                n,
+                inputs,
+                chunk,
+                [
+                    range(&partials, 0, partial_bytes),
+                    bind.unused_writable(),
+                    split_range(),
+                ],
+            );
+            let group = bind_group(ctx, "decode", &pipe.layout, resources);
+            let combine_group = bind_group(
+                ctx,
+                "combine",
+                &merge.layout,
+                vec![
+                    bind.params(n),
+                    range(&partials, 0, partial_bytes),
+                    range(outputs.out, chunk.out.offset, chunk.out.size),
+                    bind.lse(outputs, chunk),
+                    split_range(),
+                ],
+            );
+            let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
+            pass.set_pipeline(&pipe.pipeline);
+            pass.set_bind_group(0, &group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+            let (x, y) = grid(ctx, combine::combine_workgroups(chunk), "q")?;
+            pass.set_pipeline(&merge.pipeline);
+            pass.set_bind_group(0, &combine_group, &[]);
+            pass.dispatch_workgroups(x, y, 1);
+        }
+        Ok(partials.size() + splits.size() + bind.bytes())
+    }
 }

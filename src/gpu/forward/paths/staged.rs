@@ -2,32 +2,18 @@
 //! place, weights·V into the output; optionally the weights copied out. Recorded into
 //! one encoder; the caller submits.
 
+use std::sync::Arc;
+
 use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
+use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::plan::{plan, Chunk, PlanLimits};
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
-use crate::gpu::kernels::params::Params;
+use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::gpu::kernels::{pv, qk, softmax};
 use crate::problem::Problem;
-
-/// Device buffers a forward reads.
-pub(crate) struct ForwardInputs<'a> {
-    pub q: &'a wgpu::Buffer,
-    pub k: &'a wgpu::Buffer,
-    pub v: &'a wgpu::Buffer,
-    pub mask: Option<&'a wgpu::Buffer>,
-    pub kv_lens: Option<&'a wgpu::Buffer>,
-}
-
-/// Device buffers a forward writes. `weights` is a destination buffer and the byte
-/// offset where the `(B, Hq, Lq, Lk)` weights start in it.
-pub(crate) struct ForwardOutputs<'a> {
-    pub out: &'a wgpu::Buffer,
-    pub lse: Option<&'a wgpu::Buffer>,
-    pub weights: Option<(&'a wgpu::Buffer, u64)>,
-}
 
 /// The plan limits of the staged path on this context.
 pub(crate) fn limits(ctx: &GpuContext) -> PlanLimits {
@@ -39,126 +25,126 @@ pub(crate) fn limits(ctx: &GpuContext) -> PlanLimits {
     }
 }
 
-/// A 4-byte storage buffer for bindings the call does not use.
-pub(crate) fn placeholder(ctx: &GpuContext) -> Result<wgpu::Buffer> {
-    buffers::empty(
-        ctx,
-        "wgpu-attention unused binding",
-        4,
-        wgpu::BufferUsages::STORAGE,
-    )
+/// The staged path's three pipelines, built.
+pub(crate) struct Staged {
+    qk: Arc<KernelPipeline>,
+    softmax: Arc<KernelPipeline>,
+    pv: Arc<KernelPipeline>,
 }
 
-/// One uniform buffer holding every chunk's parameters at aligned offsets.
-pub(crate) fn params_buffer(ctx: &GpuContext, params: &[Params]) -> Result<(wgpu::Buffer, u64)> {
-    buffers::uniform_array(ctx, "wgpu-attention params", params)
-}
-
-/// Records the staged forward of `p` into `encoder`. Returns the device bytes it
-/// allocated beyond inputs and outputs (the score scratch, parameters, stand-ins).
-///
-/// # Errors
-/// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
-/// device error building a pipeline.
-pub(crate) async fn record(
-    ctx: &GpuContext,
-    encoder: &mut wgpu::CommandEncoder,
-    p: &Problem,
-    inputs: &ForwardInputs<'_>,
-    outputs: &ForwardOutputs<'_>,
-) -> Result<u64> {
-    let chunks = plan(p, &limits(ctx))?;
-    let qk_pipe = ctx.pipeline(&qk::SPEC, &[]).await?;
-    let softmax_pipe = ctx.pipeline(&softmax::SPEC, &[]).await?;
-    let pv_pipe = ctx.pipeline(&pv::SPEC, &[]).await?;
-
-    let score_bytes = chunks
-        .iter()
-        .map(|c| c.score_elems(p) * 4)
-        .max()
-        .unwrap_or(4);
-    let scores = buffers::empty(
-        ctx,
-        "wgpu-attention scores",
-        score_bytes,
-        wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-    )?;
-    let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
-
-    for (n, chunk) in chunks.iter().enumerate() {
-        let s_size = chunk.score_elems(p) * 4;
-        let qk_group = bind_group(
-            ctx,
-            "qk",
-            &qk_pipe.layout,
-            vec![
-                bind.params(n),
-                range(inputs.q, chunk.q.offset, chunk.q.size),
-                range(inputs.k, chunk.k.offset, chunk.k.size),
-                range(&scores, 0, s_size),
-            ],
-        );
-        let softmax_group = bind_group(
-            ctx,
-            "softmax",
-            &softmax_pipe.layout,
-            vec![
-                bind.params(n),
-                range(&scores, 0, s_size),
-                bind.mask(inputs, chunk),
-                bind.kv_lens(inputs),
-                bind.lse(outputs, chunk),
-            ],
-        );
-        let pv_group = bind_group(
-            ctx,
-            "pv",
-            &pv_pipe.layout,
-            vec![
-                bind.params(n),
-                range(&scores, 0, s_size),
-                range(inputs.v, chunk.v.offset, chunk.v.size),
-                range(outputs.out, chunk.out.offset, chunk.out.size),
-            ],
-        );
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("wgpu-attention staged"),
-                timestamp_writes: None,
-            });
-            dispatch(
-                ctx,
-                &mut pass,
-                &qk_pipe.pipeline,
-                &qk_group,
-                qk::workgroups(p, chunk),
-            )?;
-            dispatch(
-                ctx,
-                &mut pass,
-                &softmax_pipe.pipeline,
-                &softmax_group,
-                softmax::workgroups(chunk),
-            )?;
-            dispatch(
-                ctx,
-                &mut pass,
-                &pv_pipe.pipeline,
-                &pv_group,
-                pv::workgroups(p, chunk),
-            )?;
-        }
-        if let Some((dest, base)) = outputs.weights {
-            encoder.copy_buffer_to_buffer(
-                &scores,
-                0,
-                dest,
-                base + weights_offset(p, chunk),
-                s_size,
-            );
-        }
+impl Staged {
+    /// Builds (or finds cached) the three pipelines.
+    ///
+    /// # Errors
+    /// A device error building a pipeline.
+    pub(crate) async fn prepare(ctx: &GpuContext) -> Result<Self> {
+        Ok(Self {
+            qk: pipeline(ctx, &qk::SPEC, &[]).await?,
+            softmax: pipeline(ctx, &softmax::SPEC, &[]).await?,
+            pv: pipeline(ctx, &pv::SPEC, &[]).await?,
+        })
     }
-    Ok(scores.size() + bind.bytes())
+
+    /// Records the staged forward of `r.p`. Returns the device bytes it allocated beyond
+    /// inputs and outputs (the score scratch, parameters, stand-ins).
+    ///
+    /// # Errors
+    /// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+    /// device error allocating.
+    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+        let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
+        let encoder = &mut *r.encoder;
+        let chunks = plan(p, &limits(ctx))?;
+        let (qk_pipe, softmax_pipe, pv_pipe) = (&self.qk, &self.softmax, &self.pv);
+
+        let score_bytes = chunks
+            .iter()
+            .map(|c| c.score_elems(p) * 4)
+            .max()
+            .unwrap_or(4);
+        let scores = buffers::empty(
+            ctx,
+            "wgpu-attention scores",
+            score_bytes,
+            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        )?;
+        let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
+
+        for (n, chunk) in chunks.iter().enumerate() {
+            let s_size = chunk.score_elems(p) * 4;
+            let qk_group = bind_group(
+                ctx,
+                "qk",
+                &qk_pipe.layout,
+                vec![
+                    bind.params(n),
+                    range(inputs.q, chunk.q.offset, chunk.q.size),
+                    range(inputs.k, chunk.k.offset, chunk.k.size),
+                    range(&scores, 0, s_size),
+                ],
+            );
+            let softmax_group = bind_group(
+                ctx,
+                "softmax",
+                &softmax_pipe.layout,
+                vec![
+                    bind.params(n),
+                    range(&scores, 0, s_size),
+                    bind.mask(inputs, chunk),
+                    bind.kv_lens(inputs),
+                    bind.lse(outputs, chunk),
+                ],
+            );
+            let pv_group = bind_group(
+                ctx,
+                "pv",
+                &pv_pipe.layout,
+                vec![
+                    bind.params(n),
+                    range(&scores, 0, s_size),
+                    range(inputs.v, chunk.v.offset, chunk.v.size),
+                    range(outputs.out, chunk.out.offset, chunk.out.size),
+                ],
+            );
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("wgpu-attention staged"),
+                    timestamp_writes: None,
+                });
+                dispatch(
+                    ctx,
+                    &mut pass,
+                    &qk_pipe.pipeline,
+                    &qk_group,
+                    qk::workgroups(p, chunk),
+                )?;
+                dispatch(
+                    ctx,
+                    &mut pass,
+                    &softmax_pipe.pipeline,
+                    &softmax_group,
+                    softmax::workgroups(chunk),
+                )?;
+                dispatch(
+                    ctx,
+                    &mut pass,
+                    &pv_pipe.pipeline,
+                    &pv_group,
+                    pv::workgroups(p, chunk),
+                )?;
+            }
+            if let Some((dest, base)) = outputs.weights {
+                encoder.copy_buffer_to_buffer(
+                    &scores,
+                    0,
+                    dest,
+                    base + weights_offset(p, chunk),
+                    s_size,
+                );
+            }
+        }
+        Ok(scores.size() + bind.bytes())
+    }
 }
 
 /// Byte offset of a chunk's first weight row in the full `(B, Hq, Lq, Lk)` weights.

@@ -1,0 +1,139 @@
+//! One call, decided then recorded: the validated problem, its route and the buffers it
+//! reads, prepared once by an async step; then recorded (synchronously) and submitted by
+//! one runner.
+
+use crate::error::Result;
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::forward::io::{Elem, ForwardInputs, ForwardOutputs, Recording};
+use crate::gpu::forward::route::Route;
+use crate::gpu::forward::{route_table, upload};
+use crate::gpu::kernels::cast::Cast;
+use crate::options::{KernelPath, Mask};
+use crate::problem::Problem;
+
+/// The q, k and v buffers of a call and how they are stored.
+pub(crate) struct CallInputs<'a> {
+    pub q: &'a wgpu::Buffer,
+    pub k: &'a wgpu::Buffer,
+    pub v: &'a wgpu::Buffer,
+    pub elem: Elem,
+}
+
+/// Host data a call uploads with its commands: the explicit mask and the key lengths.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct CallData<'a, 'm> {
+    pub mask: Option<&'a Mask<'m>>,
+    pub kv_lens: Option<&'a [u32]>,
+}
+
+/// A call ready to record: everything that needed the device to decide is decided.
+pub(crate) struct Call<'a, 'm> {
+    p: Problem,
+    route: Route,
+    inputs: CallInputs<'a>,
+    data: CallData<'a, 'm>,
+    /// The f32 to f16 conversion, when the inputs are f32 and the kernels read f16.
+    cast: Option<Cast>,
+}
+
+impl<'a, 'm> Call<'a, 'm> {
+    /// Prepares `p` on `path` (from [`route_table::choose`]) with the kernels reading q,
+    /// k and v as `elem`: tunes, probes and builds what the route needs.
+    ///
+    /// # Errors
+    /// As [`route_table::prepare`].
+    pub(crate) async fn prepare(
+        ctx: &GpuContext,
+        p: Problem,
+        (path, elem): (KernelPath, Elem),
+        inputs: CallInputs<'a>,
+        data: CallData<'a, 'm>,
+    ) -> Result<Self> {
+        let cast = if elem == Elem::F16 && inputs.elem == Elem::F32 {
+            Some(Cast::prepare(ctx).await?)
+        } else {
+            None
+        };
+        let route = route_table::prepare(ctx, &p, path, elem).await?;
+        Ok(Self {
+            p,
+            route,
+            inputs,
+            data,
+            cast,
+        })
+    }
+
+    /// The validated problem.
+    pub(crate) fn problem(&self) -> &Problem {
+        &self.p
+    }
+
+    /// Records the whole call into `encoder`: the mask and key lengths uploaded, f32
+    /// inputs converted when the kernels read f16, then the route. Returns the device
+    /// bytes allocated beyond inputs (q, k, v, mask, key lengths) and outputs.
+    ///
+    /// # Errors
+    /// As [`Route::record`], and device errors of the uploads and the conversion.
+    pub(crate) fn record(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        outputs: &ForwardOutputs<'_>,
+    ) -> Result<u64> {
+        let p = &self.p;
+        let mask = upload::mask(ctx, self.data.mask)?;
+        let kv_lens = upload::kv_lens(ctx, self.data.kv_lens)?;
+        let mut scratch = 0;
+        let converted = match &self.cast {
+            Some(cast) => {
+                let (b, hq, hkv) = (p.batch as u64, p.heads_q as u64, p.heads_kv as u64);
+                let (lq, lk) = (p.len_q as u64, p.len_k as u64);
+                let i = &self.inputs;
+                let q = cast.record(ctx, encoder, i.q, b * hq * lq * p.dim as u64)?;
+                let k = cast.record(ctx, encoder, i.k, b * hkv * lk * p.dim as u64)?;
+                let v = cast.record(ctx, encoder, i.v, b * hkv * lk * p.dim_v as u64)?;
+                scratch += q.size() + k.size() + v.size();
+                Some((q, k, v))
+            }
+            None => None,
+        };
+        let (q, k, v) = match &converted {
+            Some((q, k, v)) => (q, k, v),
+            None => (self.inputs.q, self.inputs.k, self.inputs.v),
+        };
+        let inputs = ForwardInputs {
+            q,
+            k,
+            v,
+            mask: mask.as_ref(),
+            kv_lens: kv_lens.as_ref(),
+        };
+        let mut r = Recording {
+            ctx,
+            encoder,
+            p,
+            inputs: &inputs,
+            outputs,
+        };
+        scratch += self.route.record(&mut r)?;
+        Ok(scratch)
+    }
+
+    /// Records and submits the call inside error scopes. Returns the device bytes it
+    /// allocated beyond inputs and outputs.
+    ///
+    /// # Errors
+    /// As [`Call::record`], and [`crate::AttentionError::Device`] for what the device
+    /// rejects or when it has been lost.
+    pub(crate) async fn run(&self, ctx: &GpuContext, outputs: &ForwardOutputs<'_>) -> Result<u64> {
+        ctx.check_alive()?;
+        let scopes = ErrorScopes::push(ctx);
+        let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let scratch = self.record(ctx, &mut encoder, outputs)?;
+        ctx.queue.submit([encoder.finish()]);
+        scopes.pop(ctx, "running attention").await?;
+        Ok(scratch)
+    }
+}

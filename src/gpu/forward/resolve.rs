@@ -1,0 +1,61 @@
+//! A kernel configuration made into a route for one problem: the loop budget probed
+//! (which decides whether the fused kernel needs key ranges) and the pipelines built.
+//! Used for the configuration a call runs and for every candidate the tuner times.
+
+use crate::error::{AttentionError, Result};
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::forward::io::Elem;
+use crate::gpu::forward::paths::one_pass::OnePass;
+use crate::gpu::forward::paths::split_kv::{FirstPass, SplitKv};
+use crate::gpu::forward::route::Route;
+use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::tune::budget::key_budget;
+use crate::problem::Problem;
+
+/// The fused kernel with `cfg`: one pass, or, where the adapter limits how many keys one
+/// workgroup may loop over (see `tune/budget.rs`), key ranges merged like split-KV
+/// decoding.
+///
+/// # Errors
+/// Device errors building a pipeline or probing the adapter.
+pub(crate) async fn fused(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    cfg: FusedConfig,
+) -> Result<Route> {
+    let first = FirstPass::Fused(cfg);
+    let budget = key_budget(ctx, p, elem, first).await?;
+    if budget.is_some_and(|b| p.len_k as u64 > b) {
+        let split = SplitKv::prepare(ctx, p, elem, first, (1, budget)).await?;
+        return Ok(Route::SplitKv(split));
+    }
+    Ok(Route::Fused(OnePass::prepare(ctx, p, elem, cfg).await?))
+}
+
+/// Split-KV decoding with the kernel of `cand`.
+///
+/// # Errors
+/// [`AttentionError::TooLarge`] when the kernel does not fit the device's workgroup
+/// limits for the head dims; device errors building a pipeline or probing the adapter.
+pub(crate) async fn decode(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    cand: DecodeCandidate,
+) -> Result<Route> {
+    let kernel = cand
+        .resolve(ctx, p, elem)
+        .ok_or_else(|| AttentionError::TooLarge {
+            arg: "q",
+            detail: format!(
+                "the decode kernel does not fit this device's workgroup limits for D {} and Dv {}",
+                p.dim, p.dim_v
+            ),
+        })?;
+    let first = FirstPass::Decode(kernel);
+    let budget = key_budget(ctx, p, elem, first).await?;
+    let split = SplitKv::prepare(ctx, p, elem, first, (cand.workgroups, budget)).await?;
+    Ok(Route::SplitKv(split))
+}
