@@ -61,21 +61,9 @@ fn main(
                 acc += f * partials[(first + s) * params.dim_v + e];
             }
         }
-        var y = acc / total;
-        if bad {
-            y = quiet_nan();
-        } else if empty {
-            y = 0.0;
-        }
-        out[orow + e] = y;
+        out[orow + e] = finish_out(acc / total, bad, empty);
     }
     if li == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
-        var l = big + log(total);
-        if bad {
-            l = quiet_nan();
-        } else if empty {
-            l = neg_inf();
-        }
-        lse[bh * params.len_q + i - params.lse_base] = l;
+        lse[bh * params.len_q + i - params.lse_base] = finish_lse(big, total, bad, empty);
     }
 }

@@ -291,21 +291,11 @@ fn main(
         let empty = m_run[r] == neg_inf();
         let orow = (row.bh * params.len_q + i) * params.dim_v - params.o_base;
         for (var e = 0u; e < params.dim_v; e++) {
-            var y = o_acc[r * HEAD_DIM_V4 + e / 4u][e % 4u] / l_run[r];
-            if bad[r] {
-                y = quiet_nan();
-            } else if empty {
-                y = 0.0;
-            }
-            dst[orow + e] = y;
+            let y = o_acc[r * HEAD_DIM_V4 + e / 4u][e % 4u] / l_run[r];
+            dst[orow + e] = finish_out(y, bad[r], empty);
         }
         if (params.flags & FLAG_WRITE_LSE) != 0u {
-            var l = m_run[r] + log(l_run[r]);
-            if bad[r] {
-                l = quiet_nan();
-            } else if empty {
-                l = neg_inf();
-            }
+            let l = finish_lse(m_run[r], l_run[r], bad[r], empty);
             lse[row.bh * params.len_q + i - params.lse_base] = l;
         }
     }

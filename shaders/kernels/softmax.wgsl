@@ -84,12 +84,7 @@ fn main(
         scores[base + j] = w;
     }
     if li == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
-        var l = row_max + log(total);
-        if row_nan {
-            l = quiet_nan();
-        } else if empty {
-            l = neg_inf();
-        }
+        let l = finish_lse(row_max, total, row_nan, empty);
         lse[bh * params.len_q + i - params.lse_base] = l;
     }
 }

@@ -74,6 +74,30 @@ fn is_neg_inf(x: f32) -> bool {
     return bitcast<u32>(x) == 0xff800000u;
 }
 
+// How every kernel finishes a row (fused.wgsl, softmax.wgsl, combine.wgsl): a row that
+// met a NaN (a NaN or +inf logit, a NaN partial) is NaN throughout; a row with no
+// allowed key gives out 0 and lse -inf; any other row keeps what it computed.
+fn finish_out(y: f32, nan: bool, empty: bool) -> f32 {
+    if nan {
+        return quiet_nan();
+    }
+    if empty {
+        return 0.0;
+    }
+    return y;
+}
+
+// The row's log-sum-exp from its running max `m` and sum `l`, finished as above.
+fn finish_lse(m: f32, l: f32, nan: bool, empty: bool) -> f32 {
+    if nan {
+        return quiet_nan();
+    }
+    if empty {
+        return neg_inf();
+    }
+    return m + log(l);
+}
+
 // Flattened dispatch: a 2-D grid of workgroups read as one linear index, so a launch
 // may exceed the 65,535-per-dimension limit.
 fn linear_workgroup(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {

@@ -4,7 +4,7 @@
 //! their rows, or, when one head alone is too large, a run of rows of one head. Each
 //! tensor is bound through a window: the smallest aligned byte range covering what the
 //! chunk reads or writes. Kernels index tensors logically and subtract the window's
-//! first logical element (see `shaders/common.wgsl`).
+//! first logical element (see `shaders/prelude/common.wgsl`).
 
 use crate::error::{AttentionError, Result};
 use crate::problem::{MaskKind, Problem};
@@ -69,7 +69,8 @@ fn window(lo: u64, hi: u64, elem_bytes: u64, total_elems: u64, align: u64) -> Bi
     }
 }
 
-fn kv_head(p: &Problem, bh: usize) -> u64 {
+/// Flattened K/V head of flattened query head `bh`.
+pub(crate) fn kv_head(p: &Problem, bh: usize) -> u64 {
     ((bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group()) as u64
 }
 

@@ -20,7 +20,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     trusted: true,
 };
 
-/// Must match the WGSL struct `Cast` in to_f16.wgsl.
+/// As the WGSL struct `Cast` in to_f16.wgsl (checked by `reflection.rs`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub(crate) struct CastParams {
@@ -28,8 +28,8 @@ pub(crate) struct CastParams {
     pub _pad: [u32; 3],
 }
 
-/// Must match WG in to_f16.wgsl.
-const WG: u64 = 256;
+/// As WG in to_f16.wgsl (checked by `reflection.rs`).
+pub(crate) const WG: u64 = 256;
 
 /// Slices start on multiples of this many values, so both the f32 source (4 bytes each)
 /// and the f16 destination (2 bytes each) start on 256-byte binding offsets.

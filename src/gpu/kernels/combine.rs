@@ -4,7 +4,7 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::forward::plan::Chunk;
-use crate::gpu::kernels::fused::SplitParams;
+use crate::gpu::kernels::launch::SplitParams;
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -24,7 +24,7 @@ pub(crate) const COMBINE_SPEC: KernelSpec = KernelSpec {
 };
 
 /// Invocations of a combine workgroup.
-const COMBINE_WG: u32 = 64;
+pub(crate) const COMBINE_WG: u32 = 64;
 
 /// The combine kernel's override constants.
 pub(crate) fn combine_constants() -> Vec<(&'static str, f64)> {
@@ -64,7 +64,7 @@ impl KeySplit {
     }
 }
 
-/// Cuts the keys of `s` (from [`super::fused::layout`]) into ranges as `how` says, and no
+/// Cuts the keys of `s` (from [`super::launch::layout`]) into ranges as `how` says, and no
 /// more than the binding limit on the partials allows.
 ///
 /// # Errors

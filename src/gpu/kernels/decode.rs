@@ -19,14 +19,14 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
     }
 }
 
-const SPEC: KernelSpec = spec("decode", source::DECODE);
-const SPEC_VEC4: KernelSpec = spec("decode_vec4", source::DECODE_VEC4);
-const SPEC_F16: KernelSpec = spec("decode_f16", source::DECODE_F16);
-const SPEC_VEC4_F16: KernelSpec = spec("decode_vec4_f16", source::DECODE_VEC4_F16);
+pub(crate) const SPEC: KernelSpec = spec("decode", source::DECODE);
+pub(crate) const SPEC_VEC4: KernelSpec = spec("decode_vec4", source::DECODE_VEC4);
+pub(crate) const SPEC_F16: KernelSpec = spec("decode_f16", source::DECODE_F16);
+pub(crate) const SPEC_VEC4_F16: KernelSpec = spec("decode_vec4_f16", source::DECODE_VEC4_F16);
 
-/// Must match ROWS_MAX and Q4_PRIVATE in decode.wgsl.
-const ROWS_MAX: u32 = 16;
-const Q4_PRIVATE: u32 = 64;
+/// As ROWS_MAX and Q4_PRIVATE in decode.wgsl (checked by `reflection.rs`).
+pub(crate) const ROWS_MAX: u32 = 16;
+pub(crate) const Q4_PRIVATE: u32 = 64;
 
 /// What a tuner candidate fixes: invocations (and keys per tile), key groups of the
 /// weights·V step, whether each lane keeps the q rows in private memory (`Q_PRIVATE` in

@@ -2,11 +2,8 @@
 //! pass of split-KV decoding. Its variants are override constants (tile sizes, head
 //! dims, partial output), never edits of the source.
 
-use bytemuck::{Pod, Zeroable};
-
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::plan::Chunk;
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -41,11 +38,11 @@ pub(crate) const SPEC_F16: KernelSpec = KernelSpec {
     trusted: true,
 };
 
-/// Must match REG4, SREG and ROWS_MAX in fused.wgsl: the private arrays' sizes (REG4 in
-/// vec4s).
-const REG4: u64 = 64;
-const SREG: u32 = 128;
-const ROWS_MAX: u32 = 8;
+/// As REG4, SREG and ROWS_MAX in fused.wgsl (checked by `reflection.rs`): the private
+/// arrays' sizes (REG4 in vec4s).
+pub(crate) const REG4: u64 = 64;
+pub(crate) const SREG: u32 = 128;
+pub(crate) const ROWS_MAX: u32 = 8;
 
 /// Largest D and Dv the kernel handles (one row of each lives in private memory).
 pub(crate) const MAX_DIM: usize = 4 * REG4 as usize;
@@ -60,20 +57,6 @@ pub(crate) fn vec4s(dim: usize) -> u32 {
     } else {
         n.next_multiple_of(8)
     }
-}
-
-/// Must match the WGSL struct `Split` in fused.wgsl and combine.wgsl.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Pod, Zeroable)]
-pub(crate) struct SplitParams {
-    pub splits: u32,
-    pub split_len: u32,
-    pub key_lo: u32,
-    pub key_hi: u32,
-    pub kv_first: u32,
-    pub kv_count: u32,
-    pub row_tiles: u32,
-    pub ml_base: u32,
 }
 
 /// One set of override constants: invocations per workgroup, rows per invocation, keys
@@ -137,48 +120,4 @@ pub(crate) fn check(p: &Problem, path: &str) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Flattened K/V head of flattened query head `bh`.
-fn kv_head(p: &Problem, bh: usize) -> u64 {
-    ((bh / p.heads_q) * p.heads_kv + (bh % p.heads_q) / p.group()) as u64
-}
-
-/// The launch of one chunk with a single key range, for a kernel whose workgroups cover
-/// `tile_rows` rows and load `tile_keys` keys at a time: the K/V heads it spans, row
-/// tiles per K/V head, and the keys causal and window leave to some row of the chunk.
-pub(crate) fn layout(p: &Problem, tile_rows: u64, tile_keys: u32, c: &Chunk) -> SplitParams {
-    let kv_first = kv_head(p, c.bh_start);
-    let kv_count = kv_head(p, c.bh_start + c.bh_count - 1) + 1 - kv_first;
-    let rows_per_kv = (p.group().min(c.bh_count) * c.row_count) as u64;
-    let row_tiles = rows_per_kv.div_ceil(tile_rows);
-    let (first, last) = (c.row_start as i64, (c.row_start + c.row_count - 1) as i64);
-    let (p_first, p_last) = (first + p.pos_offset, last + p.pos_offset);
-    let lk = p.len_k as i64;
-    let mut hi = lk;
-    if p.causal {
-        hi = hi.min(p_last + 1);
-    }
-    if let Some(r) = p.window_right {
-        hi = hi.min(p_last + r + 1);
-    }
-    let keys = i64::from(tile_keys);
-    // Key ranges start on tile boundaries, so no tile straddles two ranges.
-    let lo = p.window_left.map_or(0, |l| (p_first - l).clamp(0, lk)) / keys * keys;
-    let hi = hi.max(lo);
-    SplitParams {
-        splits: 1,
-        split_len: (((hi - lo) as u64).div_ceil(keys as u64) * keys as u64).max(keys as u64) as u32,
-        key_lo: lo as u32,
-        key_hi: hi as u32,
-        kv_first: kv_first as u32,
-        kv_count: kv_count as u32,
-        row_tiles: row_tiles as u32,
-        ml_base: 0,
-    }
-}
-
-/// Workgroups of a launch: K/V heads x row tiles x key ranges.
-pub(crate) fn workgroups(s: &SplitParams) -> u64 {
-    u64::from(s.kv_count) * u64::from(s.row_tiles) * u64::from(s.splits)
 }

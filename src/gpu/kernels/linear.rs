@@ -30,7 +30,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     trusted: false,
 };
 
-/// Must match T in linear.wgsl.
+/// As T in linear.wgsl (checked by `reflection.rs`).
 pub(crate) const TILE: u64 = 16;
 
 /// Where row `m = (b, l)` and column `c = (h, d)` of a matrix live in a buffer:
@@ -69,7 +69,7 @@ impl HeadLayout {
     }
 }
 
-/// Must match the WGSL struct `Linear` in linear.wgsl.
+/// As the WGSL struct `Linear` in linear.wgsl (checked by `reflection.rs`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub(crate) struct LinearParams {

@@ -5,10 +5,13 @@ pub(crate) mod combine;
 pub(crate) mod decode;
 pub(crate) mod dispatch;
 pub(crate) mod fused;
+pub(crate) mod launch;
 pub(crate) mod linear;
 pub(crate) mod params;
 pub(crate) mod pipelines;
 pub(crate) mod pv;
 pub(crate) mod qk;
+#[cfg(test)]
+mod reflection;
 pub(crate) mod softmax;
 pub(crate) mod source;

@@ -12,7 +12,7 @@ pub(crate) const FLAG_CAUSAL: u32 = 1;
 pub(crate) const FLAG_KV_LENS: u32 = 2;
 pub(crate) const FLAG_WRITE_LSE: u32 = 4;
 
-/// Must match the WGSL struct `Params` in shaders/common.wgsl.
+/// As the WGSL struct `Params` in shaders/prelude/common.wgsl (checked by `reflection.rs`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
 pub(crate) struct Params {

@@ -18,8 +18,8 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     trusted: false,
 };
 
-/// Must match TILE in qk.wgsl.
-const TILE: u64 = 32;
+/// As TILE in qk.wgsl (checked by `reflection.rs`).
+pub(crate) const TILE: u64 = 32;
 
 /// One workgroup per 32 x 32 block of scores of each head in the chunk.
 pub(crate) fn workgroups(p: &Problem, c: &Chunk) -> u64 {

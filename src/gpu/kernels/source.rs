@@ -1,5 +1,5 @@
-//! WGSL sources. Each kernel is its own file, preceded by the shared prelude
-//! (`common.wgsl`) and, for kernels that mask, the masking rule (`masking.wgsl`).
+//! WGSL sources. Each kernel is its own file in `shaders/kernels/`, preceded by files of
+//! `shaders/prelude/`: the shared prelude (`common.wgsl`) and, for kernels that mask, the masking rule (`masking.wgsl`).
 //! Kernels that read q, k and v in either precision start with an element-type prelude
 //! (`elem_f32.wgsl` or `elem_f16.wgsl`) that names their storage type `elem`. The
 //! split-KV kernels share `launch.wgsl` (key ranges, row packing), and the two that loop

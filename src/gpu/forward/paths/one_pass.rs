@@ -11,7 +11,8 @@ use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::{Elem, Recording};
 use crate::gpu::forward::plan::{plan, PlanLimits};
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
-use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
+use crate::gpu::kernels::fused::{self, FusedConfig};
+use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline, KernelSpec};
 use crate::problem::Problem;
 
@@ -82,7 +83,7 @@ impl OnePass {
         let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
         let layouts: Vec<SplitParams> = chunks
             .iter()
-            .map(|c| fused::layout(p, cfg.tile_rows(), cfg.keys, c))
+            .map(|c| launch::layout(p, cfg.tile_rows(), cfg.keys, c))
             .collect();
         let (splits, split_stride) = split_buffer(ctx, &layouts)?;
         let split_size = std::mem::size_of::<SplitParams>() as u64;
@@ -104,7 +105,7 @@ impl OnePass {
                 ],
             );
             let group = bind_group(ctx, "fused", &pipe.layout, resources);
-            let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
+            let (x, y) = grid(ctx, launch::workgroups(layout), "q")?;
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(x, y, 1);
         }

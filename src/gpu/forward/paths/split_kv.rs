@@ -17,7 +17,8 @@ use crate::gpu::forward::plan::plan;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
-use crate::gpu::kernels::fused::{self, FusedConfig, SplitParams};
+use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::problem::Problem;
 
@@ -131,7 +132,7 @@ impl SplitKv {
         let mut layouts = Vec::with_capacity(chunks.len());
         let mut scratch_elems = 1;
         for c in &chunks {
-            let layout = fused::layout(p, first.tile_rows(), first.tile_keys(), c);
+            let layout = launch::layout(p, first.tile_rows(), first.tile_keys(), c);
             let mut s = combine::split(p, c, layout, &how, max_binding)?;
             let (outs, pairs) = combine::partial_elems(p, c, &s);
             s.ml_base = outs as u32;
@@ -179,7 +180,7 @@ impl SplitKv {
                     split_range(),
                 ],
             );
-            let (x, y) = grid(ctx, fused::workgroups(layout), "q")?;
+            let (x, y) = grid(ctx, launch::workgroups(layout), "q")?;
             pass.set_pipeline(&pipe.pipeline);
             pass.set_bind_group(0, &group, &[]);
             pass.dispatch_workgroups(x, y, 1);

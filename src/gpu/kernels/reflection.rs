@@ -1,0 +1,255 @@
+//! What Rust and WGSL must agree on, read from the shaders by naga rather than kept by
+//! comments: each kernel's binding indices and access modes against its
+//! [`KernelSpec`], each uniform struct's size and member offsets against its Rust
+//! type, and the constants both sides declare.
+
+use std::collections::BTreeSet;
+use std::mem::{offset_of, size_of};
+
+use naga::{AddressSpace, Literal, Module, Scalar, ScalarKind, StorageAccess, TypeInner};
+
+use crate::gpu::kernels::cast::{CastParams, WG as CAST_WG};
+use crate::gpu::kernels::combine::COMBINE_SPEC;
+use crate::gpu::kernels::launch::SplitParams;
+use crate::gpu::kernels::linear::LinearParams;
+use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::{cast, decode, fused, linear, pv, qk, softmax, source};
+
+/// Every kernel the library builds.
+const SPECS: &[&KernelSpec] = &[
+    &qk::SPEC,
+    &softmax::SPEC,
+    &pv::SPEC,
+    &fused::SPEC,
+    &fused::SPEC_F16,
+    &decode::SPEC,
+    &decode::SPEC_VEC4,
+    &decode::SPEC_F16,
+    &decode::SPEC_VEC4_F16,
+    &COMBINE_SPEC,
+    &cast::SPEC,
+    &linear::SPEC,
+];
+
+fn parse(name: &str, source: &str) -> Module {
+    naga::front::wgsl::parse_str(source)
+        .unwrap_or_else(|e| panic!("{name}: {}", e.emit_to_string(source)))
+}
+
+#[test]
+fn every_shader_source_has_a_spec() {
+    let specs: BTreeSet<&str> = SPECS.iter().map(|s| s.name).collect();
+    let sources: BTreeSet<&str> = source::ALL.iter().map(|(n, _)| *n).collect();
+    assert_eq!(specs, sources);
+}
+
+#[test]
+fn bindings_match_the_specs() {
+    for spec in SPECS {
+        let module = parse(spec.name, spec.source);
+        let mut seen = vec![false; spec.bindings.len()];
+        for (_, var) in module.global_variables.iter() {
+            let Some(rb) = &var.binding else { continue };
+            let name = var.name.as_deref().unwrap_or("?");
+            let at = format!("{} binding {} ({name})", spec.name, rb.binding);
+            assert_eq!(rb.group, 0, "{at}: kernels use bind group 0 only");
+            let want = spec.bindings.get(rb.binding as usize).unwrap_or_else(|| {
+                panic!("{at}: beyond the spec's {} bindings", spec.bindings.len())
+            });
+            let got = match var.space {
+                AddressSpace::Uniform => Binding::Uniform,
+                AddressSpace::Storage { access } if access == StorageAccess::LOAD => Binding::Read,
+                AddressSpace::Storage { access }
+                    if access.contains(StorageAccess::LOAD | StorageAccess::STORE) =>
+                {
+                    Binding::ReadWrite
+                }
+                other => panic!("{at}: unexpected address space {other:?}"),
+            };
+            assert_eq!(got, *want, "{at}");
+            seen[rb.binding as usize] = true;
+        }
+        let missing: Vec<usize> = (0..seen.len()).filter(|&i| !seen[i]).collect();
+        // decode.wgsl binds as fused.wgsl does (one list for both first passes of
+        // split-KV) but writes no lse: binding 7 is in its layout and not in its source.
+        let unused: &[usize] = if spec.name.starts_with("decode") {
+            &[7]
+        } else {
+            &[]
+        };
+        assert_eq!(
+            missing, unused,
+            "{}: spec bindings the WGSL does not declare",
+            spec.name
+        );
+    }
+}
+
+/// The scalar kind of a Rust field, as WGSL must declare it.
+trait WgslScalar {
+    const KIND: ScalarKind;
+}
+impl WgslScalar for u32 {
+    const KIND: ScalarKind = ScalarKind::Uint;
+}
+impl WgslScalar for i32 {
+    const KIND: ScalarKind = ScalarKind::Sint;
+}
+impl WgslScalar for f32 {
+    const KIND: ScalarKind = ScalarKind::Float;
+}
+
+fn kind_of<T: WgslScalar>(_: &T) -> ScalarKind {
+    T::KIND
+}
+
+/// `(WGSL member name, byte offset, scalar kind)` of named scalar fields.
+macro_rules! fields {
+    ($t:ty; $($f:ident),* $(,)?) => {{
+        let zero: $t = bytemuck::Zeroable::zeroed();
+        vec![$((stringify!($f).to_string(), offset_of!($t, $f), kind_of(&zero.$f))),*]
+    }};
+}
+
+/// The members of an array field `f: [u32; N]` as WGSL spells them: `names[i]` at
+/// `offset + 4 i`.
+fn array_fields(offset: usize, names: &[&str]) -> Vec<(String, usize, ScalarKind)> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.to_string(), offset + 4 * i, ScalarKind::Uint))
+        .collect()
+}
+
+/// Checks the WGSL struct `name` in `source` against `size` and `fields`.
+fn check_struct(source: &str, name: &str, size: usize, fields: &[(String, usize, ScalarKind)]) {
+    let module = parse(name, source);
+    let (_, ty) = module
+        .types
+        .iter()
+        .find(|(_, t)| t.name.as_deref() == Some(name))
+        .unwrap_or_else(|| panic!("no WGSL struct {name}"));
+    let TypeInner::Struct { members, span } = &ty.inner else {
+        panic!("{name} is not a struct");
+    };
+    assert_eq!(*span as usize, size, "{name}: WGSL size vs Rust size_of");
+    let got: Vec<(String, usize, ScalarKind)> = members
+        .iter()
+        .map(|m| {
+            let kind = match module.types[m.ty].inner {
+                TypeInner::Scalar(Scalar { kind, width: 4 }) => kind,
+                ref other => panic!("{name}.{:?}: not a 4-byte scalar: {other:?}", m.name),
+            };
+            (m.name.clone().unwrap_or_default(), m.offset as usize, kind)
+        })
+        .collect();
+    assert_eq!(
+        got, fields,
+        "{name}: members (name, offset, kind), WGSL vs Rust"
+    );
+}
+
+#[test]
+fn uniform_structs_match_their_rust_types() {
+    check_struct(
+        source::QK,
+        "Params",
+        size_of::<Params>(),
+        &fields!(Params; len_q, len_k, dim, dim_v, heads_q, heads_kv, group, bh_start,
+            bh_count, row_start, row_count, q_base, k_base, v_base, o_base, lse_base,
+            mask_base, mask_stride_b, mask_stride_h, mask_stride_i, mask_stride_j,
+            mask_kind, flags, pos_offset, win_left, win_right, scale, _pad),
+    );
+    check_struct(
+        source::COMBINE,
+        "Split",
+        size_of::<SplitParams>(),
+        &fields!(SplitParams; splits, split_len, key_lo, key_hi, kv_first, kv_count,
+            row_tiles, ml_base),
+    );
+    let mut cast = fields!(CastParams; count);
+    cast.extend(array_fields(
+        offset_of!(CastParams, _pad),
+        &["_pad0", "_pad1", "_pad2"],
+    ));
+    check_struct(source::TO_F16, "Cast", size_of::<CastParams>(), &cast);
+    let mut lin = fields!(LinearParams; rows, cols, inner, tiles_n);
+    let layout = |p: &str| ["len", "heads", "dim", "cap", "off"].map(|f| format!("{p}_{f}"));
+    let (input, output) = (layout("in"), layout("out"));
+    let (input, output) = (
+        input.each_ref().map(String::as_str),
+        output.each_ref().map(String::as_str),
+    );
+    lin.extend(array_fields(offset_of!(LinearParams, input), &input));
+    lin.extend(array_fields(offset_of!(LinearParams, output), &output));
+    lin.extend(array_fields(
+        offset_of!(LinearParams, _pad),
+        &["_pad0", "_pad1"],
+    ));
+    check_struct(source::LINEAR, "Linear", size_of::<LinearParams>(), &lin);
+}
+
+/// The value of the WGSL `const` (or the default of the `override`) `name`.
+fn wgsl_u32(kernel: &str, source: &str, name: &str) -> u64 {
+    let module = parse(kernel, source);
+    let init = module
+        .constants
+        .iter()
+        .find(|(_, c)| c.name.as_deref() == Some(name))
+        .map(|(_, c)| c.init)
+        .or_else(|| {
+            module
+                .overrides
+                .iter()
+                .find(|(_, o)| o.name.as_deref() == Some(name))
+                .and_then(|(_, o)| o.init)
+        })
+        .unwrap_or_else(|| panic!("{kernel}: no constant {name}"));
+    match module.global_expressions[init] {
+        naga::Expression::Literal(Literal::U32(v)) => u64::from(v),
+        naga::Expression::Literal(Literal::AbstractInt(v)) => v as u64,
+        ref other => panic!("{kernel}: {name} is not a u32 literal: {other:?}"),
+    }
+}
+
+#[test]
+fn shared_constants_match() {
+    let cases: &[(&str, &str, &str, u64)] = &[
+        ("fused", source::FUSED, "REG4", fused::REG4),
+        ("fused", source::FUSED, "SREG", fused::SREG.into()),
+        ("fused", source::FUSED, "ROWS_MAX", fused::ROWS_MAX.into()),
+        (
+            "decode",
+            source::DECODE,
+            "ROWS_MAX",
+            decode::ROWS_MAX.into(),
+        ),
+        (
+            "decode",
+            source::DECODE,
+            "Q4_PRIVATE",
+            decode::Q4_PRIVATE.into(),
+        ),
+        (
+            "combine",
+            source::COMBINE,
+            "WG",
+            crate::gpu::kernels::combine::COMBINE_WG.into(),
+        ),
+        ("qk", source::QK, "TILE", qk::TILE),
+        ("pv", source::PV, "TILE", pv::TILE),
+        ("linear", source::LINEAR, "T", linear::TILE),
+        ("to_f16", source::TO_F16, "WG", CAST_WG),
+        ("qk", source::QK, "FLAG_CAUSAL", FLAG_CAUSAL.into()),
+        ("qk", source::QK, "FLAG_KV_LENS", FLAG_KV_LENS.into()),
+        ("qk", source::QK, "FLAG_WRITE_LSE", FLAG_WRITE_LSE.into()),
+    ];
+    for &(kernel, source, name, rust) in cases {
+        assert_eq!(
+            wgsl_u32(kernel, source, name),
+            rust,
+            "{kernel}: {name}, WGSL vs Rust"
+        );
+    }
+}
