@@ -8,7 +8,10 @@
 
 #![cfg(target_arch = "wasm32")]
 
+// The native suite's helpers; the browser tests use only the seeded inputs and the
+// tolerance check of them.
 #[path = "it/common.rs"]
+#[allow(dead_code)]
 mod common;
 
 use std::cell::RefCell;

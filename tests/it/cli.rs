@@ -85,7 +85,7 @@ struct Case<'a> {
 }
 
 /// Runs the case on both backends; each must match the library's reference
-/// (the GPU within DESIGN.md's f32 bound, the CPU backend exactly), for out, weights and lse.
+/// (the GPU within docs/DESIGN.md's f32 bound, the CPU backend exactly), for out, weights and lse.
 fn check_both_backends(case: Case<'_>) {
     let dir = TempDir::new(case.name);
     let (q, k, v) = (

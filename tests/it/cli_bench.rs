@@ -1,4 +1,4 @@
-//! `wgpu-attention bench`: JSON lines with DESIGN.md's keys for every (backend, path)
+//! `wgpu-attention bench`: JSON lines with docs/DESIGN.md's keys for every (backend, path)
 //! measured, and bad flags exit 2 naming the flag.
 
 use std::process::Command;

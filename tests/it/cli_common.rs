@@ -1,8 +1,6 @@
 //! Helpers for the tests of the `wgpu-attention` binary: a temporary directory for its
 //! files, running it, and its stderr without the Vulkan loader's noise.
 
-#![allow(dead_code)]
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

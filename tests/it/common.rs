@@ -1,8 +1,6 @@
 //! Test helpers: seeded inputs, the tolerance check that names the worst element, and a
 //! GPU context that fails (never skips) when no adapter is found.
 
-#![allow(dead_code)]
-
 use ndarray::{Array, Array4, ArrayD, ArrayView, Dimension, IxDyn};
 #[cfg(not(target_arch = "wasm32"))]
 use wgpu_attention::GpuContext;
@@ -162,12 +160,9 @@ pub fn assert_close<D: Dimension>(
     }
 }
 
+/// docs/DESIGN.md's f32 bound: every element within `ATOL + RTOL * |ref|`.
 pub const ATOL: f32 = 2e-5;
 pub const RTOL: f32 = 1e-4;
-
-pub fn filled<D: Dimension>(shape: D, value: f32) -> Array<f32, D> {
-    Array::from_elem(shape, value)
-}
 
 /// Runs the GPU path with every output pre-filled with NaN, so an element the kernels
 /// never write fails the comparison. Always asks for weights (when `with_weights`) and lse.
@@ -292,4 +287,19 @@ pub fn app_device(
 pub fn context_with_limits(limits: impl FnOnce(wgpu::Limits) -> wgpu::Limits) -> GpuContext {
     let (device, queue) = app_device(limits);
     GpuContext::from_device(device, queue)
+}
+
+/// Runs host arrays through both backends, which must reject them with the same error;
+/// returns that error.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn rejected_alike(
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &AttentionOptions<'_>,
+) -> wgpu_attention::AttentionError {
+    let gpu = wgpu_attention::attention(ctx(), q.view(), k.view(), v.view(), opts).unwrap_err();
+    let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts).unwrap_err();
+    assert_eq!(gpu, cpu, "backends disagree");
+    gpu
 }

@@ -17,7 +17,7 @@ fn one_query_against_many_keys() {
         .enumerate()
     {
         let (q, k, v) = qkv(1100 + n as u64, (2, 8, 2), (1, lk), (d, d));
-        check(
+        check_against_reference(
             &format!("Lk {lk} D {d}"),
             &q,
             &k,
@@ -37,7 +37,7 @@ fn short_queries_straddling_tile_edges() {
                 alignment,
                 ..Default::default()
             });
-            check(&format!("Lq {lq} {alignment:?}"), &q, &k, &v, &opts);
+            check_against_reference(&format!("Lq {lq} {alignment:?}"), &q, &k, &v, &opts);
         }
     }
 }
@@ -90,7 +90,7 @@ fn every_option_across_key_ranges() {
         ),
     ];
     for (what, opts) in cases {
-        check(what, &q, &k, &v, &decode(opts));
+        check_against_reference(what, &q, &k, &v, &decode(opts));
     }
 }
 
@@ -99,7 +99,7 @@ fn grouped_heads_and_multi_query() {
     for (n, &(hq, hkv)) in [(32, 8), (8, 1), (3, 3)].iter().enumerate() {
         let (q, k, v) = qkv(1400 + n as u64, (1, hq, hkv), (2, 1300), (64, 64));
         let opts = decode(bottom_right_causal());
-        check(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
+        check_against_reference(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
     }
 }
 
@@ -123,7 +123,7 @@ fn row_rules_across_key_ranges() {
         mask: Some(Mask::Bool(keep.view())),
         ..bottom_right_causal()
     });
-    let gpu = check("NaN rows and hidden NaN values", &q, &k, &v, &opts);
+    let gpu = check_against_reference("NaN rows and hidden NaN values", &q, &k, &v, &opts);
     let lse = gpu.lse.unwrap();
     assert!(gpu.out[[0, 1, 0, 0]].is_nan() && lse[[0, 1, 0]].is_nan());
     assert!(gpu.out[[0, 0, 1, 0]].is_nan() && lse[[0, 0, 1]].is_nan());
@@ -146,14 +146,14 @@ fn chunked_by_a_small_binding_limit() {
     let c = small_binding_ctx(32 * 1024);
     let (q, k, v) = qkv(1600, (2, 4, 2), (3, 1000), (8, 8));
     let opts = decode(bottom_right_causal());
-    check_on(&c, "chunked", &q, &k, &v, &opts);
+    check_against_reference_on(&c, "chunked", &q, &k, &v, &opts);
 }
 
 #[test]
 fn auto_picks_a_path_that_matches_for_short_queries() {
     let (q, k, v) = qkv(1700, (1, 8, 2), (1, 3000), (64, 64));
     let opts = on_path(KernelPath::Auto, Default::default());
-    check("auto decode shape", &q, &k, &v, &opts);
+    check_against_reference("auto decode shape", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -173,7 +173,7 @@ fn weights_and_large_head_dims_are_refused() {
 fn very_long_keys() {
     let (q, k, v) = qkv(1900, (1, 4, 1), (2, 40_000), (32, 32));
     let opts = decode(bottom_right_causal());
-    check("Lk 40000", &q, &k, &v, &opts);
+    check_against_reference("Lk 40000", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -183,7 +183,7 @@ fn head_dims_of_one_tuning_class_read_k_and_v_their_own_way() {
     let c = GpuContext::new().expect("no GPU adapter");
     for (n, &(d, dv)) in [(4, 4), (3, 2), (4, 8), (1, 1)].iter().enumerate() {
         let (q, k, v) = qkv(2000 + n as u64, (1, 4, 1), (2, 700), (d, dv));
-        check_on(
+        check_against_reference_on(
             &c,
             &format!("D {d} Dv {dv}"),
             &q,
@@ -202,6 +202,6 @@ fn web_default_limits_still_fit_every_head_dim() {
     for (n, &(d, dv)) in [(256, 256), (128, 64), (64, 256)].iter().enumerate() {
         let (q, k, v) = qkv(2100 + n as u64, (1, 8, 2), (3, 1100), (d, dv));
         let opts = decode(bottom_right_causal());
-        check_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
+        check_against_reference_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
     }
 }

@@ -27,7 +27,7 @@ fn lengths_straddling_tile_edges() {
     .enumerate()
     {
         let (q, k, v) = qkv(100 + n as u64, (1, 2, 2), (lq, lk), (16, 16));
-        check(
+        check_against_reference(
             &format!("Lq {lq} Lk {lk}"),
             &q,
             &k,
@@ -38,7 +38,7 @@ fn lengths_straddling_tile_edges() {
             causal: true,
             ..Default::default()
         });
-        check(&format!("causal Lq {lq} Lk {lk}"), &q, &k, &v, &causal);
+        check_against_reference(&format!("causal Lq {lq} Lk {lk}"), &q, &k, &v, &causal);
     }
 }
 
@@ -53,7 +53,7 @@ fn head_dims_1_to_256() {
             causal: n % 2 == 0,
             ..Default::default()
         });
-        check(&format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
+        check_against_reference(&format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
     }
 }
 
@@ -63,7 +63,7 @@ fn head_dim_above_256_is_refused_and_auto_falls_back() {
     let err = refused_by_path(&q, &k, &v, &fused(Default::default()));
     assert!(err.to_string().contains("257"), "{err}");
     let auto = on_path(KernelPath::Auto, Default::default());
-    check("auto D 257", &q, &k, &v, &auto);
+    check_against_reference("auto D 257", &q, &k, &v, &auto);
 }
 
 #[test]
@@ -116,7 +116,7 @@ fn alignments_windows_and_scale() {
         ),
     ];
     for (what, opts) in cases {
-        check(what, &q, &k, &v, &fused(opts));
+        check_against_reference(what, &q, &k, &v, &fused(opts));
     }
     // Top-left causal with more queries than keys: the last rows see every key, and
     // bottom-right with more queries than keys leaves the first rows empty.
@@ -127,7 +127,7 @@ fn alignments_windows_and_scale() {
             alignment,
             ..Default::default()
         });
-        check(&format!("Lq > Lk {alignment:?}"), &q, &k, &v, &opts);
+        check_against_reference(&format!("Lq > Lk {alignment:?}"), &q, &k, &v, &opts);
     }
 }
 
@@ -179,7 +179,7 @@ fn masks_and_key_lengths() {
         ),
     ];
     for (what, opts) in cases {
-        check(what, &q, &k, &v, &fused(opts));
+        check_against_reference(what, &q, &k, &v, &fused(opts));
     }
 }
 
@@ -191,7 +191,7 @@ fn grouped_and_multi_query_heads() {
             causal: n != 1,
             ..Default::default()
         });
-        check(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
+        check_against_reference(&format!("Hq {hq} Hkv {hkv}"), &q, &k, &v, &opts);
     }
 }
 
@@ -214,7 +214,7 @@ fn row_rules_nan_inf_and_empty_rows() {
         mask: Some(Mask::Bool(keep.view().into_dyn())),
         ..bottom_right_causal()
     });
-    let gpu = check("NaN, inf and empty rows", &q, &k, &v, &opts);
+    let gpu = check_against_reference("NaN, inf and empty rows", &q, &k, &v, &opts);
     // The rules themselves, not only agreement with the reference.
     let lse = gpu.lse.unwrap();
     assert!(gpu.out[[0, 0, 3, 0]].is_nan() && lse[[0, 0, 3]].is_nan());
@@ -237,7 +237,7 @@ fn additive_minus_inf_rows_are_empty_not_nan() {
         mask: Some(Mask::Additive(bias.view())),
         ..Default::default()
     });
-    let gpu = check("additive -inf rows", &q, &k, &v, &opts);
+    let gpu = check_against_reference("additive -inf rows", &q, &k, &v, &opts);
     assert!(gpu.out.slice(s![0, 0, 2, ..]).iter().all(|&x| x == 0.0));
     assert_eq!(gpu.lse.as_ref().unwrap()[[0, 0, 2]], f32::NEG_INFINITY);
 }
@@ -254,7 +254,7 @@ fn chunked_by_a_small_binding_limit() {
         kv_lens: Some(&lens),
         ..Default::default()
     });
-    check_on(&c, "chunked", &q, &k, &v, &opts);
+    check_against_reference_on(&c, "chunked", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -267,7 +267,7 @@ fn auto_without_weights_matches_reference() {
             ..Default::default()
         },
     );
-    check("auto", &q, &k, &v, &opts);
+    check_against_reference("auto", &q, &k, &v, &opts);
 }
 
 #[test]
@@ -287,7 +287,7 @@ fn long_key_loops_stay_exact() {
         ),
     ];
     for (what, opts) in cases {
-        check(what, &q, &k, &v, &fused(opts));
+        check_against_reference(what, &q, &k, &v, &fused(opts));
     }
 }
 
@@ -303,6 +303,6 @@ fn web_default_limits_still_fit_every_head_dim() {
             return_lse: true,
             ..Default::default()
         });
-        check_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
+        check_against_reference_on(&c, &format!("D {d} Dv {dv}"), &q, &k, &v, &opts);
     }
 }

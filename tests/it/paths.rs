@@ -1,7 +1,5 @@
-//! Helpers for the per-path tests (fused, decode, f16): path options, and the shared
-//! NaN-prefilled runner and reference check of `common` under short names.
-
-#![allow(dead_code)]
+//! Helpers for the per-path tests (fused, decode, f16): path options, a run expected to
+//! succeed, a run the path must refuse, and a context with small bindings.
 
 use ndarray::Array4;
 use wgpu_attention::*;
@@ -17,17 +15,7 @@ pub fn on_path(path: KernelPath, extra: AttentionOptions<'_>) -> AttentionOption
     }
 }
 
-/// Runs on the GPU into outputs first filled with NaN, so an element the kernels never
-/// write fails the comparison.
-#[allow(unused_imports)] // not every test binary uses every helper
-pub use crate::common::gpu_nan_prefilled_on as run_gpu_on;
-
-/// Compares every requested output with the reference, element by element, and returns
-/// the GPU's outputs for checks of the row rules themselves.
-#[allow(unused_imports)] // not every test binary uses every helper
-pub use crate::common::{check_against_reference as check, check_against_reference_on as check_on};
-
-/// [`run_gpu_on`] on the shared context, expected to succeed.
+/// [`gpu_nan_prefilled`] on the shared context, expected to succeed.
 pub fn run_gpu(
     q: &Array4<f32>,
     k: &Array4<f32>,
@@ -45,7 +33,8 @@ pub fn refused_by_path(
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
 ) -> AttentionError {
-    let err = run_gpu_on(ctx(), q, k, v, opts).expect_err("the path must refuse these options");
+    let err =
+        gpu_nan_prefilled_on(ctx(), q, k, v, opts).expect_err("the path must refuse these options");
     assert!(
         matches!(err, AttentionError::InvalidOption { arg: "path", .. }),
         "{err}"
