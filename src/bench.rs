@@ -137,7 +137,7 @@ pub struct BenchResult {
 }
 
 impl BenchResult {
-    /// One JSON object on one line, with the keys DESIGN.md lists.
+    /// One JSON object on one line, with the keys docs/DESIGN.md lists.
     pub fn to_json(&self) -> String {
         let c = &self.config;
         let precision = match c.precision {

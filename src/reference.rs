@@ -1,4 +1,4 @@
-//! The CPU reference: plain loops in f64 that follow DESIGN.md's formula line by line.
+//! The CPU reference: plain loops in f64 that follow docs/DESIGN.md's formula line by line.
 //! Slow on purpose; every GPU path is tested against it.
 //!
 //! Row rule, shared with every GPU kernel:

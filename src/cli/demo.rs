@@ -12,7 +12,7 @@ use super::info::describe;
 /// (B, H, L, D): one sequence of 512 tokens, 8 heads of width 64 (a GPT-2-small layer).
 const SHAPE: (usize, usize, usize, usize) = (1, 8, 512, 64);
 const SEED: u64 = 42;
-/// DESIGN.md's f32 bound: every element within `ATOL + RTOL * |ref|`.
+/// docs/DESIGN.md's f32 bound: every element within `ATOL + RTOL * |ref|`.
 const ATOL: f32 = 2e-5;
 const RTOL: f32 = 1e-4;
 
