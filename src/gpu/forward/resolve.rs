@@ -6,7 +6,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::paths::one_pass::OnePass;
-use crate::gpu::forward::paths::split_kv::{FirstPass, SplitKv};
+use crate::gpu::forward::paths::split_kv::{FirstPass, KeyRanges, SplitKv};
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::FusedConfig;
@@ -28,7 +28,17 @@ pub(crate) async fn fused(
     let first = FirstPass::Fused(cfg);
     let budget = key_budget(ctx, p, elem, first).await?;
     if budget.is_some_and(|b| p.len_k as u64 > b) {
-        let split = SplitKv::prepare(ctx, p, elem, first, (1, budget)).await?;
+        let split = SplitKv::prepare(
+            ctx,
+            p,
+            elem,
+            first,
+            KeyRanges {
+                workgroups: 1,
+                budget,
+            },
+        )
+        .await?;
         return Ok(Route::SplitKv(split));
     }
     Ok(Route::Fused(OnePass::prepare(ctx, p, elem, cfg).await?))
@@ -56,6 +66,16 @@ pub(crate) async fn decode(
         })?;
     let first = FirstPass::Decode(kernel);
     let budget = key_budget(ctx, p, elem, first).await?;
-    let split = SplitKv::prepare(ctx, p, elem, first, (cand.workgroups, budget)).await?;
+    let split = SplitKv::prepare(
+        ctx,
+        p,
+        elem,
+        first,
+        KeyRanges {
+            workgroups: cand.workgroups,
+            budget,
+        },
+    )
+    .await?;
     Ok(Route::SplitKv(split))
 }

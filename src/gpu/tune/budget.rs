@@ -67,7 +67,12 @@ mod probe {
     use crate::gpu::device::readback::read_ranges;
     use crate::gpu::forward::io::Recording;
     use crate::gpu::forward::paths::one_pass::OnePass;
-    use crate::gpu::forward::paths::split_kv::SplitKv;
+    use crate::gpu::forward::paths::split_kv::{KeyRanges, SplitKv};
+
+    const ONE_RANGE: KeyRanges = KeyRanges {
+        workgroups: 1,
+        budget: None,
+    };
     use crate::gpu::tune::zero_run::{plain_problem, ZeroRun};
 
     pub(super) async fn run(
@@ -106,7 +111,7 @@ mod probe {
                 .await?
                 .record(&mut r)?,
             // One key range: the whole key loop in one workgroup.
-            FirstPass::Decode(_) => SplitKv::prepare(ctx, &pp, elem, pass, (1, None))
+            FirstPass::Decode(_) => SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
                 .await?
                 .record(&mut r)?,
         };

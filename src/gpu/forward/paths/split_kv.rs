@@ -67,6 +67,14 @@ impl FirstPass {
     }
 }
 
+/// How a split-KV launch cuts its keys: about how many workgroups the ranges should
+/// make, and the most keys one range may take (see [`KeySplit`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeyRanges {
+    pub workgroups: u32,
+    pub budget: Option<u64>,
+}
+
 /// Split-KV over key ranges: the first pass and the combine pass, built, and how the
 /// keys are cut.
 pub(crate) struct SplitKv {
@@ -74,16 +82,12 @@ pub(crate) struct SplitKv {
     first: FirstPass,
     first_pipe: Arc<KernelPipeline>,
     merge_pipe: Arc<KernelPipeline>,
-    /// About how many workgroups the key ranges should make.
-    workgroups: u32,
-    /// The most keys one range may take (see [`KeySplit`]).
-    budget: Option<u64>,
+    ranges: KeyRanges,
 }
 
 impl SplitKv {
     /// Builds (or finds cached) the pipelines of `first` for `p` with q, k and v stored
-    /// as `elem`, and of the combine pass. `(workgroups, budget)`: about how many
-    /// workgroups the ranges should make, and the most keys one may take.
+    /// as `elem`, and of the combine pass, to cut the keys into `ranges`.
     ///
     /// # Errors
     /// A device error building a pipeline.
@@ -92,7 +96,7 @@ impl SplitKv {
         p: &Problem,
         elem: Elem,
         first: FirstPass,
-        (workgroups, budget): (u32, Option<u64>),
+        ranges: KeyRanges,
     ) -> Result<Self> {
         Ok(Self {
             elem,
@@ -100,8 +104,7 @@ impl SplitKv {
             first_pipe: first.build(ctx, p, elem).await?,
             merge_pipe: pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants())
                 .await?,
-            workgroups,
-            budget,
+            ranges,
         })
     }
 
@@ -113,13 +116,12 @@ impl SplitKv {
     /// to fit, or a device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
-        let (elem, first, workgroups, budget) =
-            (self.elem, self.first, self.workgroups, self.budget);
+        let (elem, first) = (self.elem, self.first);
         let (pipe, merge) = (&self.first_pipe, &self.merge_pipe);
         let how = KeySplit {
             tile_keys: first.tile_keys(),
-            workgroups,
-            budget,
+            workgroups: self.ranges.workgroups,
+            budget: self.ranges.budget,
         };
         // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
         // bounds rows x Lk x 4 bytes, so express the bound in those units.
