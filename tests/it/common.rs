@@ -1,7 +1,7 @@
 //! Test helpers: seeded inputs, the tolerance check that names the worst element, and a
 //! GPU context that fails (never skips) when no adapter is found.
 
-use ndarray::{Array, Array4, ArrayD, ArrayView, Dimension, IxDyn};
+use ndarray::{Array4, ArrayD, ArrayView, Dimension, IxDyn};
 #[cfg(not(target_arch = "wasm32"))]
 use wgpu_attention::GpuContext;
 use wgpu_attention::{Alignment, AttentionOptions, AttentionOutput};
@@ -190,7 +190,7 @@ pub fn gpu_nan_prefilled_on(
     let nan = |shape: &[usize]| {
         GpuTensor::from_array(
             ctx,
-            Array::from_elem(ndarray::IxDyn(shape), f32::NAN).view(),
+            ndarray::Array::from_elem(IxDyn(shape), f32::NAN).view(),
         )
     };
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);

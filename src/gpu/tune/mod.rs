@@ -16,7 +16,10 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::memo::Memoizable;
 use crate::gpu::forward::io::Elem;
+// Candidates become routes only to be timed, which the web cannot do.
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::resolve;
+#[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
