@@ -5,10 +5,11 @@
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
-use crate::gpu::forward::io::{Elem, ForwardInputs, ForwardOutputs, Recording};
+use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
 use crate::gpu::forward::route::Route;
 use crate::gpu::forward::{route_table, upload};
 use crate::gpu::kernels::cast::Cast;
+use crate::gpu::kernels::elem::Elem;
 use crate::options::{KernelPath, Mask};
 use crate::problem::Problem;
 

@@ -8,22 +8,6 @@ use crate::gpu::device::outputs::GpuOutputs;
 use crate::gpu::kernels::params::Params;
 use crate::problem::Problem;
 
-/// How q, k and v are stored in their device buffers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Elem {
-    F32,
-    F16,
-}
-
-impl Elem {
-    pub(crate) fn bytes(self) -> u64 {
-        match self {
-            Elem::F32 => 4,
-            Elem::F16 => 2,
-        }
-    }
-}
-
 /// Device buffers a forward reads.
 pub(crate) struct ForwardInputs<'a> {
     pub q: &'a wgpu::Buffer,

@@ -4,11 +4,11 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::paths::one_pass::OnePass;
 use crate::gpu::forward::paths::split_kv::{FirstPass, KeyRanges, SplitKv};
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::tune::budget::key_budget;
 use crate::problem::Problem;

@@ -5,10 +5,10 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::paths::staged::Staged;
 use crate::gpu::forward::resolve;
 use crate::gpu::forward::route::Route;
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused;
 use crate::gpu::tune;
 use crate::options::KernelPath;

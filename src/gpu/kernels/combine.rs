@@ -3,9 +3,11 @@
 //! launcher of the second pass, `shaders/combine.wgsl`.
 
 use crate::error::{AttentionError, Result};
+use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::dispatch::dispatch;
 use crate::gpu::kernels::launch::SplitParams;
-use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
@@ -119,4 +121,17 @@ pub(crate) fn partial_elems(p: &Problem, c: &Chunk, s: &SplitParams) -> (u64, u6
 /// Combine workgroups of a chunk: one per row.
 pub(crate) fn combine_workgroups(c: &Chunk) -> u64 {
     (c.bh_count * c.row_count) as u64
+}
+
+/// Records the kernel over chunk `c` with its bind group.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn record(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    kernel: (&KernelPipeline, &wgpu::BindGroup),
+    c: &Chunk,
+) -> Result<()> {
+    dispatch(ctx, pass, kernel, combine_workgroups(c), "q")
 }

@@ -4,7 +4,7 @@
 //! source.
 
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::io::Elem;
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::{vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;

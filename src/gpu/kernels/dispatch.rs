@@ -2,6 +2,7 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::kernels::pipelines::KernelPipeline;
 
 /// A 2-D grid holding `n` workgroups, read back as one linear index by the kernels
 /// (`linear_workgroup` in common.wgsl), so launches may exceed the per-dimension limit.
@@ -47,4 +48,23 @@ pub(crate) fn bind_group(
         layout,
         entries: &entries,
     })
+}
+
+/// Records one dispatch of `pipe` with `group`, `workgroups` in all (as a [`grid`];
+/// `what` names the argument a launch too large for the grid is blamed on).
+///
+/// # Errors
+/// [`AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn dispatch(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    (pipe, group): (&KernelPipeline, &wgpu::BindGroup),
+    workgroups: u64,
+    what: &'static str,
+) -> Result<()> {
+    let (x, y) = grid(ctx, workgroups, what)?;
+    pass.set_pipeline(&pipe.pipeline);
+    pass.set_bind_group(0, group, &[]);
+    pass.dispatch_workgroups(x, y, 1);
+    Ok(())
 }

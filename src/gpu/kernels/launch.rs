@@ -4,7 +4,11 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::error::Result;
+use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::plan::{kv_head, Chunk};
+use crate::gpu::kernels::dispatch::dispatch;
+use crate::gpu::kernels::pipelines::KernelPipeline;
 use crate::problem::Problem;
 
 /// As the WGSL struct `Split` in prelude/launch.wgsl, read by fused.wgsl, decode.wgsl and
@@ -59,4 +63,18 @@ pub(crate) fn layout(p: &Problem, tile_rows: u64, tile_keys: u32, c: &Chunk) -> 
 /// Workgroups of a launch: K/V heads x row tiles x key ranges.
 pub(crate) fn workgroups(s: &SplitParams) -> u64 {
     u64::from(s.kv_count) * u64::from(s.row_tiles) * u64::from(s.splits)
+}
+
+/// Records a key-loop kernel (fused.wgsl, or decode.wgsl as the first pass of split-KV)
+/// over the launch `s` with its bind group.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn record(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    kernel: (&KernelPipeline, &wgpu::BindGroup),
+    s: &SplitParams,
+) -> Result<()> {
+    dispatch(ctx, pass, kernel, workgroups(s), "q")
 }

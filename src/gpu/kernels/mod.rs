@@ -4,6 +4,7 @@ pub(crate) mod cast;
 pub(crate) mod combine;
 pub(crate) mod decode;
 pub(crate) mod dispatch;
+pub(crate) mod elem;
 pub(crate) mod fused;
 pub(crate) mod launch;
 pub(crate) mod linear;

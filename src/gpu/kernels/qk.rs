@@ -1,7 +1,10 @@
 //! Launcher for `shaders/qk.wgsl`: scale · Q·Kᵀ into the chunk's score matrix.
 
+use crate::error::Result;
+use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::plan::Chunk;
-use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::dispatch::dispatch;
+use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
@@ -24,4 +27,18 @@ pub(crate) const TILE: u64 = 32;
 /// One workgroup per 32 x 32 block of scores of each head in the chunk.
 pub(crate) fn workgroups(p: &Problem, c: &Chunk) -> u64 {
     (p.len_k as u64).div_ceil(TILE) * (c.row_count as u64).div_ceil(TILE) * c.bh_count as u64
+}
+
+/// Records the kernel over chunk `c` with its bind group.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn record(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    kernel: (&KernelPipeline, &wgpu::BindGroup),
+    p: &Problem,
+    c: &Chunk,
+) -> Result<()> {
+    dispatch(ctx, pass, kernel, workgroups(p, c), "q")
 }

@@ -1,7 +1,10 @@
 //! Launcher for `shaders/softmax.wgsl`: mask and normalise each score row in place.
 
+use crate::error::Result;
+use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::plan::Chunk;
-use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::dispatch::dispatch;
+use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 
 /// Bindings: params, scores, mask, kv_lens, lse.
@@ -21,4 +24,17 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
 /// One workgroup per score row.
 pub(crate) fn workgroups(c: &Chunk) -> u64 {
     (c.bh_count * c.row_count) as u64
+}
+
+/// Records the kernel over chunk `c` with its bind group.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn record(
+    ctx: &GpuContext,
+    pass: &mut wgpu::ComputePass<'_>,
+    kernel: (&KernelPipeline, &wgpu::BindGroup),
+    c: &Chunk,
+) -> Result<()> {
+    dispatch(ctx, pass, kernel, workgroups(c), "q")
 }

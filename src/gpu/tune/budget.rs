@@ -13,9 +13,9 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::decode::vec4_reads;
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::vec4s;
 use crate::problem::Problem;
 

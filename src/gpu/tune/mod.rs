@@ -15,7 +15,7 @@ pub(crate) mod zero_run;
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::memo::Memoizable;
-use crate::gpu::forward::io::Elem;
+use crate::gpu::kernels::elem::Elem;
 // Candidates become routes only to be timed, which the web cannot do.
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::resolve;

@@ -5,8 +5,8 @@
 use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::io::Elem;
 use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs};
+use crate::gpu::kernels::elem::Elem;
 use crate::problem::Problem;
 
 /// q, k and v stored as some element type, all zeros, and f32 outputs.

@@ -8,9 +8,10 @@ use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
-use crate::gpu::forward::io::{Elem, Recording};
+use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::plan::{plan, PlanLimits};
-use crate::gpu::kernels::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::dispatch::{bind_group, range};
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::{self, FusedConfig};
 use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline, KernelSpec};
@@ -92,7 +93,6 @@ impl OnePass {
             label: Some("wgpu-attention fused"),
             timestamp_writes: None,
         });
-        pass.set_pipeline(&pipe.pipeline);
         for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
             let resources = bind.key_loop(
                 n,
@@ -105,9 +105,7 @@ impl OnePass {
                 ],
             );
             let group = bind_group(ctx, "fused", &pipe.layout, resources);
-            let (x, y) = grid(ctx, launch::workgroups(layout), "q")?;
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
         }
         Ok(splits.size() + bind.bytes())
     }

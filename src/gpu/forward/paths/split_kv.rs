@@ -11,12 +11,13 @@ use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
-use crate::gpu::forward::io::{Elem, Recording};
+use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::paths::one_pass::{limits, spec, split_buffer};
 use crate::gpu::forward::plan::plan;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
-use crate::gpu::kernels::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::dispatch::{bind_group, range};
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
@@ -182,14 +183,8 @@ impl SplitKv {
                     split_range(),
                 ],
             );
-            let (x, y) = grid(ctx, launch::workgroups(layout), "q")?;
-            pass.set_pipeline(&pipe.pipeline);
-            pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
-            let (x, y) = grid(ctx, combine::combine_workgroups(chunk), "q")?;
-            pass.set_pipeline(&merge.pipeline);
-            pass.set_bind_group(0, &combine_group, &[]);
-            pass.dispatch_workgroups(x, y, 1);
+            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            combine::record(ctx, &mut pass, (merge, &combine_group), chunk)?;
         }
         Ok(partials.size() + splits.size() + bind.bytes())
     }

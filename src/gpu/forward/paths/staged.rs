@@ -10,7 +10,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::plan::{plan, Chunk, PlanLimits};
-use crate::gpu::kernels::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::gpu::kernels::{pv, qk, softmax};
 use crate::problem::Problem;
@@ -111,27 +111,9 @@ impl Staged {
                     label: Some("wgpu-attention staged"),
                     timestamp_writes: None,
                 });
-                dispatch(
-                    ctx,
-                    &mut pass,
-                    &qk_pipe.pipeline,
-                    &qk_group,
-                    qk::workgroups(p, chunk),
-                )?;
-                dispatch(
-                    ctx,
-                    &mut pass,
-                    &softmax_pipe.pipeline,
-                    &softmax_group,
-                    softmax::workgroups(chunk),
-                )?;
-                dispatch(
-                    ctx,
-                    &mut pass,
-                    &pv_pipe.pipeline,
-                    &pv_group,
-                    pv::workgroups(p, chunk),
-                )?;
+                qk::record(ctx, &mut pass, (qk_pipe, &qk_group), p, chunk)?;
+                softmax::record(ctx, &mut pass, (softmax_pipe, &softmax_group), chunk)?;
+                pv::record(ctx, &mut pass, (pv_pipe, &pv_group), p, chunk)?;
             }
             if let Some((dest, base)) = outputs.weights {
                 encoder.copy_buffer_to_buffer(
@@ -150,18 +132,4 @@ impl Staged {
 /// Byte offset of a chunk's first weight row in the full `(B, Hq, Lq, Lk)` weights.
 fn weights_offset(p: &Problem, c: &Chunk) -> u64 {
     (c.bh_start as u64 * p.len_q as u64 + c.row_start as u64) * p.len_k as u64 * 4
-}
-
-fn dispatch(
-    ctx: &GpuContext,
-    pass: &mut wgpu::ComputePass<'_>,
-    pipeline: &wgpu::ComputePipeline,
-    group: &wgpu::BindGroup,
-    workgroups: u64,
-) -> Result<()> {
-    let (x, y) = grid(ctx, workgroups, "q")?;
-    pass.set_pipeline(pipeline);
-    pass.set_bind_group(0, group, &[]);
-    pass.dispatch_workgroups(x, y, 1);
-    Ok(())
 }
