@@ -77,14 +77,9 @@ fn is_neg_inf(x: f32) -> bool {
 // How every kernel finishes a row (fused.wgsl, softmax.wgsl, combine.wgsl): a row that
 // met a NaN (a NaN or +inf logit, a NaN partial) is NaN throughout; a row with no
 // allowed key gives out 0 and lse -inf; any other row keeps what it computed.
+// Branch-free: kernels call it for every element of a row.
 fn finish_out(y: f32, nan: bool, empty: bool) -> f32 {
-    if nan {
-        return quiet_nan();
-    }
-    if empty {
-        return 0.0;
-    }
-    return y;
+    return select(select(y, 0.0, empty), quiet_nan(), nan);
 }
 
 // The row's log-sum-exp from its running max `m` and sum `l`, finished as above.
