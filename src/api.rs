@@ -132,6 +132,17 @@ fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> 
     Ok(())
 }
 
+/// Checks, before anything is uploaded or allocated, everything about the call's sizes
+/// that the device decides: its tensors, and for the staged path, that one row of one
+/// head fits a binding.
+pub(crate) fn check_before_work(ctx: &GpuContext, p: &Problem, path: KernelPath) -> Result<()> {
+    check_device_sizes(ctx, p)?;
+    if path == KernelPath::Staged {
+        crate::gpu::plan::plan(p, &crate::gpu::staged::limits(ctx))?;
+    }
+    Ok(())
+}
+
 /// Checks, before anything is allocated, that every tensor of the call fits one device
 /// buffer and that row counts fit the kernels' 32-bit indices.
 fn check_device_sizes(ctx: &GpuContext, p: &Problem) -> Result<()> {
@@ -221,7 +232,7 @@ pub async fn attention_gpu_into_async(
 ) -> Result<()> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
     let path = check_gpu_options(ctx, &p, opts)?;
-    check_device_sizes(ctx, &p)?;
+    check_before_work(ctx, &p, path)?;
     let (b, h, lq) = (p.batch, p.heads_q, p.len_q);
     check_tensor("out", &outputs.out, &[b, h, lq, p.dim_v])?;
     if p.return_weights {
@@ -307,7 +318,7 @@ pub async fn attention_async(
 ) -> Result<AttentionOutput> {
     let p = validate(q.shape(), k.shape(), v.shape(), opts)?;
     let path = check_gpu_options(ctx, &p, opts)?;
-    check_device_sizes(ctx, &p)?;
+    check_before_work(ctx, &p, path)?;
     if opts.precision == Precision::F16 {
         // Uploaded as f16 directly: half the transfer, no conversion pass.
         let qb = f16::upload(ctx, "q", q.into_dyn())?;

@@ -43,6 +43,7 @@ mod api;
 pub mod bench;
 mod error;
 mod gpu;
+mod host_memory;
 mod mha;
 pub mod model;
 mod options;

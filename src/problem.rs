@@ -154,6 +154,26 @@ pub fn validate(
             ),
         ));
     }
+    // Every tensor of the call must have an element count that a machine can address.
+    let mut tensors = vec![("q", q), ("k", k), ("v", v)];
+    let out = [b, hq, lq, dv];
+    let weights = [b, hq, lq, lk];
+    tensors.push(("out", &out));
+    if opts.return_weights {
+        tensors.push(("weights", &weights));
+    }
+    for (arg, shape) in tensors {
+        let bytes = shape
+            .iter()
+            .try_fold(4u64, |n, &d| n.checked_mul(d as u64))
+            .filter(|&n| n <= isize::MAX as u64);
+        if bytes.is_none() {
+            return Err(AttentionError::TooLarge {
+                arg,
+                detail: format!("shape {shape:?} has more elements than memory can address"),
+            });
+        }
+    }
     if lq >= MAX_SEQ_LEN || lk >= MAX_SEQ_LEN {
         return Err(AttentionError::TooLarge {
             arg: "q",

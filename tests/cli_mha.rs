@@ -263,3 +263,38 @@ fn bad_inputs_exit_2_naming_the_flag() {
         assert_bad_input("x width", &args, "--x");
     }
 }
+
+/// Attention weights too large for the device or for memory blame `--attn-weights`,
+/// not the weights file, on both backends.
+#[test]
+fn attention_weights_too_large_name_attn_weights() {
+    let dir = TempDir::new("mha-attn-too-large");
+    let w = dir.raw(
+        "w.safetensors",
+        &safetensors(&[("in_proj_weight", &[6, 2]), ("out_proj.weight", &[2, 2])]),
+    );
+    // (1, 1, L, L) weights: 6.4 GB in f32 (beyond one device buffer), 4 TB at L = 2^20.
+    for (backend, len) in [("gpu", 40_000), ("cpu", 1 << 20)] {
+        let x = dir.npy(
+            &format!("x-{backend}.npy"),
+            &Array3::<f32>::zeros((1, len, 2)),
+        );
+        let (out, a) = (dir.arg("y.npy"), dir.arg("a.npy"));
+        let args = [
+            "mha",
+            "--weights",
+            &w,
+            "--x",
+            &x,
+            "--heads",
+            "1",
+            "--out",
+            &out,
+            "--attn-weights",
+            &a,
+            "--backend",
+            backend,
+        ];
+        assert_bad_input(backend, &args, "--attn-weights");
+    }
+}

@@ -1,7 +1,7 @@
 //! `wgpu-attention bench`: measures one shape on the GPU, the CPU reference or both, and
 //! prints a table or one JSON object per line.
 
-use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing};
+use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing, MAX_ITERS};
 use wgpu_attention::{AttentionError, GpuContext, KernelPath, Precision};
 
 use super::args::{BenchArgs, BenchBackend, PathArg, PrecisionArg};
@@ -9,8 +9,11 @@ use super::exit::CliError;
 
 fn config(args: &BenchArgs) -> Result<BenchConfig, CliError> {
     let [batch, heads, len_q, len_k, dim] = args.shape;
-    if args.iters == 0 {
-        return Err(CliError::input("--iters", "must be at least 1"));
+    if !(1..=MAX_ITERS).contains(&args.iters) {
+        return Err(CliError::input(
+            "--iters",
+            format!("must be between 1 and {MAX_ITERS}, got {}", args.iters),
+        ));
     }
     let hkv = args.hkv.unwrap_or(heads);
     if hkv == 0 || heads % hkv != 0 {

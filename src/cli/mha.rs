@@ -126,6 +126,7 @@ fn to_cli(e: AttentionError) -> CliError {
         "kv_cache" => "--incremental",
         "y" => "--out",
         "weights" => "--weights",
+        "attn_weights" => "--attn-weights",
         name if name.contains("proj") => {
             // A tensor of the weights file: the message names it after the flag.
             return CliError::input("--weights", e.to_string());
