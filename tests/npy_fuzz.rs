@@ -9,6 +9,11 @@ mod common;
 #[path = "../src/cli/exit.rs"]
 mod exit;
 
+/// The bounded reads the reader uses.
+#[allow(dead_code)]
+#[path = "../src/cli/io/mod.rs"]
+mod io;
+
 /// The reader, compiled from the command line's source.
 #[allow(dead_code)]
 #[path = "../src/cli/npy.rs"]

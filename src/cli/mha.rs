@@ -9,6 +9,8 @@ use wgpu_attention::{
 
 use super::args::{Backend, MhaArgs};
 use super::exit::CliError;
+use super::io::output::OutputSet;
+use super::io::read::{read_bounded, safetensors_len};
 use super::npy;
 
 pub fn run(args: &MhaArgs) -> Result<(), CliError> {
@@ -18,16 +20,15 @@ pub fn run(args: &MhaArgs) -> Result<(), CliError> {
             "the KV cache lives on the GPU; use --backend gpu (the CPU reference of the same result is --causal)",
         ));
     }
-    npy::check_writable("--out", &args.out)?;
-    if let Some(p) = &args.attn_weights {
-        npy::check_writable("--attn-weights", p)?;
-    }
-    let bytes = std::fs::read(&args.weights).map_err(|e| {
-        CliError::input(
-            "--weights",
-            format!("cannot read {}: {e}", args.weights.display()),
-        )
-    })?;
+    // Claimed first: a colliding or uncreatable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let y_slot = files.claim("--out", &args.out)?;
+    let a_slot = args
+        .attn_weights
+        .as_deref()
+        .map(|p| files.claim("--attn-weights", p))
+        .transpose()?;
+    let bytes = read_bounded("--weights", &args.weights, safetensors_len)?;
     let weights =
         MhaWeights::from_safetensors(&bytes, args.heads, args.kv_heads).map_err(to_cli)?;
     let x = rank3("--x", npy::read_floats("--x", &args.x)?, "(B, L, E)")?;
@@ -70,11 +71,11 @@ pub fn run(args: &MhaArgs) -> Result<(), CliError> {
             .map_err(to_cli)?
         }
     };
-    npy::write("--out", &args.out, &result.y)?;
-    if let (Some(path), Some(w)) = (&args.attn_weights, &result.weights) {
-        npy::write("--attn-weights", path, w)?;
+    npy::write(&mut files, y_slot, &result.y)?;
+    if let (Some(slot), Some(w)) = (a_slot, &result.weights) {
+        npy::write(&mut files, slot, w)?;
     }
-    Ok(())
+    files.commit()
 }
 
 /// Runs the CPU reference for `--backend cpu`; for the GPU, only checks the inputs.

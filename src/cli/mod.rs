@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod exit;
 mod info;
+mod io;
 mod mha;
 mod npy;
 mod run;

@@ -9,13 +9,16 @@ use wgpu_attention::{
 
 use super::args::{AlignArg, Backend, PrecisionArg, RunArgs};
 use super::exit::CliError;
+use super::io::output::{OutputSet, Slot};
 use super::npy::{self, MaskArray};
 
 pub fn run(args: &RunArgs) -> Result<(), CliError> {
     let alignment = alignment(args)?;
-    for (flag, path) in outputs(args) {
-        npy::check_writable(flag, path)?;
-    }
+    // Claimed first: a colliding or uncreatable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let slots: Vec<_> = outputs(args)
+        .map(|(flag, path)| files.claim(flag, path))
+        .collect::<Result<_, _>>()?;
     let q = npy::read_floats("--q", &args.q)?;
     let k = npy::read_floats("--k", &args.k)?;
     let v = npy::read_floats("--v", &args.v)?;
@@ -64,7 +67,7 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         Backend::Cpu => attention_cpu(q.view(), k.view(), v.view(), &opts)?,
     };
-    write_outputs(args, result)
+    write_outputs(files, &slots, result)
 }
 
 /// `--causal-bottom-right` is `--causal --align bottom-right`; it cannot be top-left too.
@@ -103,15 +106,26 @@ fn round_f16(a: &Array4<f32>) -> Array4<f32> {
     a.mapv(|x| half::f16::from_f32(x).to_f32())
 }
 
-fn write_outputs(args: &RunArgs, result: AttentionOutput) -> Result<(), CliError> {
-    npy::write("--out", &args.out, &result.out)?;
-    if let (Some(path), Some(w)) = (&args.weights, &result.weights) {
-        npy::write("--weights", path, w)?;
+/// Writes the outputs in the order `outputs` claimed them, then renames them into place.
+fn write_outputs(
+    mut files: OutputSet,
+    slots: &[Slot],
+    result: AttentionOutput,
+) -> Result<(), CliError> {
+    let mut slots = slots.iter().copied();
+    let mut next = || {
+        slots
+            .next()
+            .ok_or_else(|| CliError::runtime("more results than claimed outputs"))
+    };
+    npy::write(&mut files, next()?, &result.out)?;
+    if let Some(w) = &result.weights {
+        npy::write(&mut files, next()?, w)?;
     }
-    if let (Some(path), Some(l)) = (&args.lse, &result.lse) {
-        npy::write("--lse", path, l)?;
+    if let Some(l) = &result.lse {
+        npy::write(&mut files, next()?, l)?;
     }
-    Ok(())
+    files.commit()
 }
 
 #[cfg(test)]
