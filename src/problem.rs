@@ -1,6 +1,8 @@
 //! Input validation, done once before any work: shapes, options and their agreement,
 //! resolved into a [`Problem`] that every backend reads.
 
+use ndarray::Dimension;
+
 use crate::error::{AttentionError, Result};
 use crate::options::{Alignment, AttentionOptions, Mask};
 
@@ -202,7 +204,10 @@ pub fn validate(
     let mask = match &opts.mask {
         None => None,
         Some(Mask::Bool(m)) => Some(mask_layout(MaskKind::Bool, m.shape(), target)?),
-        Some(Mask::Additive(m)) => Some(mask_layout(MaskKind::Additive, m.shape(), target)?),
+        Some(Mask::Additive(m)) => {
+            check_bias_values(m)?;
+            Some(mask_layout(MaskKind::Additive, m.shape(), target)?)
+        }
     };
     if let Some(lens) = opts.kv_lens {
         if lens.len() != b {
@@ -236,6 +241,25 @@ pub fn validate(
         return_weights: opts.return_weights,
         return_lse: opts.return_lse,
     })
+}
+
+/// An additive mask is a bias on the logits: finite, or -inf to mask the pair exactly
+/// as a boolean `false` would. +inf or NaN cannot be a bias (it would make the row NaN,
+/// or pick one key over all others by a non-number), so it is refused.
+fn check_bias_values(m: &ndarray::ArrayViewD<'_, f32>) -> Result<()> {
+    let bad = m
+        .indexed_iter()
+        .find(|(_, &x)| x.is_nan() || x == f32::INFINITY);
+    match bad {
+        None => Ok(()),
+        Some((index, x)) => Err(AttentionError::option(
+            "mask",
+            format!(
+                "an additive mask holds {x} at {:?}; its values must be finite or -inf",
+                index.slice()
+            ),
+        )),
+    }
 }
 
 /// NumPy broadcasting of a rank-2..4 mask against `(B, Hq, Lq, Lk)`.

@@ -3,7 +3,8 @@
 //!
 //! Row rule, shared with every GPU kernel:
 //! - a pair is allowed when the causal/window structure, the boolean mask and the key
-//!   length all allow it, and its final logit is not `-inf` (an additive `-inf` masks);
+//!   length all allow it, its additive mask value is not `-inf` (which masks exactly as a
+//!   boolean `false`, whatever q and k hold), and its final logit is not `-inf`;
 //! - `m` is the largest allowed logit, NaN if any allowed logit is NaN;
 //! - a row with no allowed pair gives out = 0, weights = 0, lse = -inf;
 //! - otherwise `w_j = exp(logit_j - m) / sum`, `lse = m + ln(sum)`, and
@@ -69,7 +70,11 @@ pub fn attention_cpu(
                     }
                     let mut x = p.scale as f64 * dot(&q, &k, [b, h, i], [b, g, j], p.dim);
                     if let Some(bias) = &bias {
-                        x += bias[[b, h, i, j]] as f64;
+                        // An additive -inf masks the key as a boolean false does, whatever
+                        // q and k hold there (NaN + -inf would otherwise be NaN).
+                        let bias = bias[[b, h, i, j]];
+                        ok &= bias != f32::NEG_INFINITY;
+                        x += bias as f64;
                     }
                     allowed[j] = ok && x != f64::NEG_INFINITY;
                     logits[j] = x;

@@ -253,3 +253,92 @@ fn empty_batch_and_empty_dimensions_are_rejected() {
         }
     }
 }
+
+/// The mask rule: an additive -inf masks a key exactly as a boolean false does, so NaN
+/// or inf in K or V at that key contributes nothing, on every path; the result is
+/// bit for bit that of the boolean mask when the other bias values are 0.
+#[test]
+fn additive_minus_inf_masks_non_finite_keys_like_a_boolean_mask() {
+    let mut rng = Rng::new(57);
+    let (b, h, lq, lk) = (1, 2, 6, 40);
+    let (q, mut k, mut v) = (
+        rng.array4((b, h, lq, 8)),
+        rng.array4((b, h, lk, 8)),
+        rng.array4((b, h, lk, 8)),
+    );
+    let hidden = [3, 17, 39];
+    for &j in &hidden {
+        k[[0, 0, j, 2]] = f32::NAN;
+        k[[0, 1, j, 0]] = f32::INFINITY;
+        v[[0, 0, j, 1]] = f32::NAN;
+        v[[0, 1, j, 5]] = f32::NEG_INFINITY;
+    }
+    let keep = Array::from_shape_fn(IxDyn(&[lq, lk]), |ix| !hidden.contains(&ix[1]));
+    let bias = keep.mapv(|k| if k { 0.0f32 } else { f32::NEG_INFINITY });
+    let additive = AttentionOptions {
+        mask: Some(Mask::Additive(bias.view())),
+        ..all_outputs()
+    };
+    let boolean = AttentionOptions {
+        mask: Some(Mask::Bool(keep.view())),
+        ..all_outputs()
+    };
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &additive).unwrap();
+    assert!(
+        cpu.out.iter().all(|x| x.is_finite()),
+        "reference: {:?}",
+        cpu.out
+    );
+    assert_eq!(
+        cpu,
+        attention_cpu(q.view(), k.view(), v.view(), &boolean).unwrap()
+    );
+    check_every_path("-inf bias over NaN keys", &q, &k, &v, &additive);
+    let f16 = ctx().features().contains(wgpu::Features::SHADER_F16);
+    let mut runs = vec![(KernelPath::Staged, Precision::F32)];
+    for path in [KernelPath::Fused, KernelPath::Decode] {
+        runs.push((path, Precision::F32));
+        if f16 {
+            runs.push((path, Precision::F16));
+        }
+    }
+    for (path, precision) in runs {
+        let with = |o: &AttentionOptions<'_>| {
+            let opts = AttentionOptions {
+                path,
+                precision,
+                return_weights: path == KernelPath::Staged,
+                ..o.clone()
+            };
+            attention(ctx(), q.view(), k.view(), v.view(), &opts).unwrap()
+        };
+        let (a, bo) = (with(&additive), with(&boolean));
+        let what = format!("{path:?} {precision:?}");
+        assert!(a.out.iter().all(|x| x.is_finite()), "{what}: {:?}", a.out);
+        assert_eq!(output_bits(&a), output_bits(&bo), "{what}");
+    }
+}
+
+/// +inf or NaN cannot be a bias on a logit: a typed error naming the mask on both
+/// backends, before any work.
+#[test]
+fn plus_infinity_or_nan_in_an_additive_mask_is_refused() {
+    let q = Array4::<f32>::zeros((1, 1, 2, 4));
+    for bad in [f32::INFINITY, f32::NAN] {
+        let mut bias = Array::zeros(IxDyn(&[2, 2]));
+        bias[[1, 0]] = bad;
+        let opts = AttentionOptions {
+            mask: Some(Mask::Additive(bias.view())),
+            ..Default::default()
+        };
+        for e in [
+            attention_cpu(q.view(), q.view(), q.view(), &opts).unwrap_err(),
+            attention(ctx(), q.view(), q.view(), q.view(), &opts).unwrap_err(),
+        ] {
+            assert!(
+                matches!(e, AttentionError::InvalidOption { arg: "mask", .. }),
+                "{bad}: {e}"
+            );
+        }
+    }
+}

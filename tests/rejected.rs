@@ -91,6 +91,15 @@ fn error_for(case: &str) -> AttentionError {
             };
             both(&q, &k, &k, &opts)
         }
+        "mask value" => {
+            let mut m = ArrayD::<f32>::zeros(IxDyn(&[5, 7]));
+            m[[1, 0]] = f32::INFINITY;
+            let opts = AttentionOptions {
+                mask: Some(Mask::Additive(m.view())),
+                ..d
+            };
+            both(&q, &k, &k, &opts)
+        }
         "key lengths count" => both(
             &q,
             &k,
