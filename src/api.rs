@@ -119,6 +119,22 @@ fn check_gpu_options(
     forward::route(ctx, p, opts)
 }
 
+/// The kernel path a call with these shapes and options takes on `ctx`
+/// ([`KernelPath::Auto`] resolved), after the checks the call itself makes first.
+///
+/// # Errors
+/// As [`validate`], and an option this adapter or path cannot run.
+pub fn kernel_path(
+    ctx: &GpuContext,
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    opts: &AttentionOptions<'_>,
+) -> Result<KernelPath> {
+    let p = validate(q, k, v, opts)?;
+    check_gpu_options(ctx, &p, opts)
+}
+
 fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
     if t.shape() != want {
         return Err(AttentionError::shape(

@@ -55,7 +55,9 @@ mod reference;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use api::attention;
-pub use api::{attention_async, attention_gpu_async, attention_gpu_into_async, GpuOutputs};
+pub use api::{
+    attention_async, attention_gpu_async, attention_gpu_into_async, kernel_path, GpuOutputs,
+};
 pub use error::{AttentionError, Result};
 pub use gpu::context::{enumerate_adapters, GpuContext};
 #[doc(hidden)]

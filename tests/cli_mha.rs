@@ -298,3 +298,49 @@ fn attention_weights_too_large_name_attn_weights() {
         assert_bad_input(backend, &args, "--attn-weights");
     }
 }
+
+/// A whole model's state dict: --prefix picks the layer; a wrong prefix or a missing
+/// tensor lists the names the file holds.
+#[test]
+fn prefix_selects_a_layer_and_missing_names_list_what_was_found() {
+    let dir = TempDir::new("mha-prefix");
+    let p = "encoder.layers.0.self_attn.";
+    let w = dir.raw(
+        "model.safetensors",
+        &safetensors(&[
+            (&format!("{p}in_proj_weight"), &[18, 6]),
+            (&format!("{p}out_proj.weight"), &[6, 6]),
+            ("encoder.norm.weight", &[6]),
+        ]),
+    );
+    let x = dir.npy("x.npy", &Array3::<f32>::zeros((1, 4, 6)));
+    let out = dir.arg("y.npy");
+    let base = [
+        "mha",
+        "--weights",
+        &w,
+        "--x",
+        &x,
+        "--heads",
+        "3",
+        "--out",
+        &out,
+        "--backend",
+        "cpu",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--prefix", p]);
+    assert_success("--prefix", &cli(&args));
+    assert_bad_input(
+        "no prefix",
+        &base,
+        "the file holds encoder.layers.0.self_attn.in_proj_weight",
+    );
+    let mut args = base.to_vec();
+    args.extend(["--prefix", "decoder."]);
+    assert_bad_input(
+        "wrong prefix",
+        &args,
+        "--prefix: no tensor name starts with",
+    );
+}

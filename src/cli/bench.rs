@@ -6,6 +6,7 @@ use wgpu_attention::{AttentionError, GpuContext, KernelPath, Precision};
 
 use super::args::{BenchArgs, BenchBackend, PathArg, PrecisionArg};
 use super::exit::CliError;
+use super::progress::Progress;
 
 fn config(args: &BenchArgs) -> Result<BenchConfig, CliError> {
     let [batch, heads, len_q, len_k, dim] = args.shape;
@@ -107,7 +108,7 @@ fn print_table(results: &[BenchResult]) {
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+pub fn run(args: &BenchArgs, quiet: bool) -> Result<(), CliError> {
     let config = config(args)?;
     // Shape and option errors before any device work.
     config.flops().map_err(blame)?;
@@ -116,9 +117,20 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         let ctx = GpuContext::new()?;
         // Measure the configuration this adapter runs best, timed once per shape class.
         ctx.set_autotune(true);
+        let _progress = Progress::start(
+            quiet,
+            &format!(
+                "GPU: building pipelines and tuning, then {} timed runs",
+                config.iters
+            ),
+        );
         results.push(bench_gpu(&ctx, &config).map_err(blame)?);
     }
     if matches!(args.backend, BenchBackend::Cpu | BenchBackend::Both) {
+        let _progress = Progress::start(
+            quiet,
+            &format!("CPU reference (f64): {} timed runs", config.iters),
+        );
         results.push(bench_cpu(&config).map_err(blame)?);
     }
     if args.json {

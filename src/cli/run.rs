@@ -2,18 +2,34 @@
 //! compute on the chosen backend, write the outputs.
 
 use ndarray::{Array4, ArrayD, Ix4};
+use std::time::Instant;
+
 use wgpu_attention::{
-    attention, attention_cpu, validate, Alignment, AttentionOptions, AttentionOutput, GpuContext,
-    Mask, Precision,
+    attention, attention_cpu, kernel_path, validate, Alignment, AttentionOptions, AttentionOutput,
+    GpuContext, KernelPath, Mask, Precision,
 };
 
-use super::args::{AlignArg, Backend, PrecisionArg, RunArgs};
+use super::args::{AlignArg, Backend, PathArg, PrecisionArg, RunArgs};
 use super::exit::CliError;
+use super::info::describe;
 use super::io::output::{OutputSet, Slot};
 use super::npy::{self, MaskArray};
+use super::progress::Progress;
 
-pub fn run(args: &RunArgs) -> Result<(), CliError> {
+pub fn run(args: &RunArgs, quiet: bool) -> Result<(), CliError> {
     let alignment = alignment(args)?;
+    if args.align.is_some() && !(args.causal || args.causal_bottom_right || args.window.is_some()) {
+        return Err(CliError::input(
+            "--align",
+            "has no effect without --causal or --window",
+        ));
+    }
+    if args.path != PathArg::Auto && args.backend == Backend::Cpu {
+        return Err(CliError::input(
+            "--path",
+            "picks a GPU kernel; --backend cpu runs the reference",
+        ));
+    }
     // Claimed first: a colliding or uncreatable output is bad input before any work.
     let mut files = OutputSet::new();
     let slots: Vec<_> = outputs(args)
@@ -49,16 +65,33 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F16 => Precision::F16,
         },
-        ..Default::default()
+        path: match args.path {
+            PathArg::Auto => KernelPath::Auto,
+            PathArg::Staged => KernelPath::Staged,
+            PathArg::Fused => KernelPath::Fused,
+            PathArg::Decode => KernelPath::Decode,
+        },
     };
     // Every shape and option is checked here, so input errors exit 2 before a device opens.
     validate(q.shape(), k.shape(), v.shape(), &opts)?;
     let (q, k, v) = (rank4("--q", q)?, rank4("--k", k)?, rank4("--v", v)?);
 
+    let started = Instant::now();
     let result = match args.backend {
         Backend::Gpu => {
             let ctx = GpuContext::new()?;
-            attention(&ctx, q.view(), k.view(), v.view(), &opts)?
+            let path = kernel_path(&ctx, q.shape(), k.shape(), v.shape(), &opts)?;
+            let progress = Progress::start(quiet, "GPU: building pipelines and running");
+            let result = attention(&ctx, q.view(), k.view(), v.view(), &opts)?;
+            drop(progress);
+            if args.verbose {
+                eprintln!(
+                    "adapter: {}; kernel path: {path:?}; {:.1} ms (device, pipelines, transfers)",
+                    describe(ctx.adapter_info()),
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            result
         }
         Backend::Cpu if args.precision == PrecisionArg::F16 => {
             // f16 storage on the CPU: round the inputs, then run the f64 reference.
@@ -67,6 +100,12 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         Backend::Cpu => attention_cpu(q.view(), k.view(), v.view(), &opts)?,
     };
+    if args.verbose && args.backend == Backend::Cpu {
+        eprintln!(
+            "backend: the CPU reference (f64); {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
     write_outputs(files, &slots, result)
 }
 
