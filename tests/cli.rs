@@ -620,3 +620,38 @@ fn flags_behave_as_a_user_expects() {
         );
     }
 }
+
+/// +inf or NaN in an additive mask is bad input naming --mask (it cannot be a bias).
+#[test]
+fn non_finite_bias_in_a_mask_file_is_bad_input() {
+    let dir = TempDir::new("mask-inf");
+    let mut rng = Rng::new(72);
+    let q = dir.npy("q.npy", &rng.array4((1, 1, 3, 4)));
+    let out = dir.arg("o.npy");
+    for (name, bad) in [("inf.npy", f32::INFINITY), ("nan.npy", f32::NAN)] {
+        let mut m = Array2::<f32>::zeros((3, 3));
+        m[[2, 1]] = bad;
+        let mask = dir.npy(name, &m);
+        for backend in ["cpu", "gpu"] {
+            assert_bad_input(
+                name,
+                &[
+                    "run",
+                    "--q",
+                    &q,
+                    "--k",
+                    &q,
+                    "--v",
+                    &q,
+                    "--out",
+                    &out,
+                    "--mask",
+                    &mask,
+                    "--backend",
+                    backend,
+                ],
+                "--mask: an additive mask holds",
+            );
+        }
+    }
+}
