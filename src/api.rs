@@ -11,6 +11,8 @@ pub use crate::gpu::device::outputs::GpuOutputs;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::forward::call::{Call, CallData, CallInputs};
 use crate::gpu::forward::io::ForwardOutputs;
+use crate::gpu::forward::paths::staged;
+use crate::gpu::forward::plan;
 use crate::gpu::forward::route_table;
 use crate::gpu::kernels::elem::Elem;
 use crate::options::{AttentionOptions, KernelPath, Precision};
@@ -55,7 +57,7 @@ pub(crate) fn check_call(
 ) -> Result<(Problem, KernelPath)> {
     let p = validate(q, k, v, opts)?;
     let path = route_table::choose(ctx, &p, opts.path, elem_of(opts.precision))?;
-    check_device_sizes(ctx, &p)?;
+    check_before_work(ctx, &p, path)?;
     Ok((p, path))
 }
 
@@ -88,6 +90,21 @@ fn f32_inputs<'a>(q: &'a GpuTensor, k: &'a GpuTensor, v: &'a GpuTensor) -> CallI
     }
 }
 
+/// The kernel path a call with these shapes and options takes on `ctx`
+/// ([`KernelPath::Auto`] resolved), after the checks the call itself makes first.
+///
+/// # Errors
+/// As [`validate`], and an option this adapter or path cannot run.
+pub fn kernel_path(
+    ctx: &GpuContext,
+    q: &[usize],
+    k: &[usize],
+    v: &[usize],
+    opts: &AttentionOptions<'_>,
+) -> Result<KernelPath> {
+    check_call(ctx, (q, k, v), opts).map(|(_, path)| path)
+}
+
 fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
     if t.shape() != want {
         return Err(AttentionError::shape(
@@ -97,6 +114,17 @@ fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> 
                 t.shape()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Checks, before anything is uploaded or allocated, everything about the call's sizes
+/// that the device decides: its tensors, and for the staged path, that one row of one
+/// head fits a binding.
+fn check_before_work(ctx: &GpuContext, p: &Problem, path: KernelPath) -> Result<()> {
+    check_device_sizes(ctx, p)?;
+    if path == KernelPath::Staged {
+        plan::plan(p, &staged::limits(ctx))?;
     }
     Ok(())
 }

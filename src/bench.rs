@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use ndarray::Array4;
+use ndarray::{Array4, Ix4};
 
 use crate::api::{check_call, GpuOutputs};
 use crate::error::{AttentionError, Result};
@@ -19,9 +19,14 @@ use crate::gpu::device::timer::Timer;
 use crate::gpu::forward::call::{Call, CallData, CallInputs};
 use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::kernels::elem::Elem;
+use crate::host_memory::{bytes_of, check_host_bytes, elements, try_zeros};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::{validate, Problem};
 use crate::reference::attention_cpu;
+
+/// The most timed runs one measurement takes: a median needs far fewer, and each run's
+/// sample is kept.
+pub const MAX_ITERS: usize = 100_000;
 
 /// One shape to measure, with the options the command line offers.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,16 +74,29 @@ impl BenchConfig {
         }
     }
 
-    fn problem(&self) -> Result<Problem> {
-        if self.iters == 0 {
-            return Err(AttentionError::option("iters", "must be at least 1"));
+    /// The shapes of q, k and v.
+    fn shapes(&self) -> [[usize; 4]; 3] {
+        [
+            [self.batch, self.heads_q, self.len_q, self.dim],
+            [self.batch, self.heads_kv, self.len_k, self.dim],
+            [self.batch, self.heads_kv, self.len_k, self.dim_v],
+        ]
+    }
+
+    fn check_iters(&self) -> Result<()> {
+        if !(1..=MAX_ITERS).contains(&self.iters) {
+            return Err(AttentionError::option(
+                "iters",
+                format!("must be between 1 and {MAX_ITERS}, got {}", self.iters),
+            ));
         }
-        validate(
-            &[self.batch, self.heads_q, self.len_q, self.dim],
-            &[self.batch, self.heads_kv, self.len_k, self.dim],
-            &[self.batch, self.heads_kv, self.len_k, self.dim_v],
-            &self.options(),
-        )
+        Ok(())
+    }
+
+    fn problem(&self) -> Result<Problem> {
+        self.check_iters()?;
+        let [q, k, v] = self.shapes();
+        validate(&q, &k, &v, &self.options())
     }
 
     /// Bytes any implementation must move at least: q, k and v read once in their storage
@@ -99,7 +117,7 @@ impl BenchConfig {
     /// Floating-point operations of one call: `2 * B * Hq * (D + Dv)` per allowed pair.
     pub fn flops(&self) -> Result<f64> {
         let p = self.problem()?;
-        let pairs = p.allowed_pairs_per_head() as f64 * (p.batch * p.heads_q) as f64;
+        let pairs = p.allowed_pairs_per_head() as f64 * p.batch as f64 * p.heads_q as f64;
         Ok(2.0 * pairs * (p.dim + p.dim_v) as f64)
     }
 }
@@ -206,7 +224,9 @@ fn json_string(s: &str) -> String {
 }
 
 /// Seeded normal inputs (SplitMix64 and Box-Muller), so every run sees the same data.
-fn inputs(c: &BenchConfig) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
+/// Allocated fallibly after the sizes were checked, so a shape this machine cannot hold
+/// is an error, not an abort.
+fn inputs(c: &BenchConfig) -> Result<(Array4<f32>, Array4<f32>, Array4<f32>)> {
     let mut state = 0x5eed_u64;
     let mut uniform = move || {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -219,10 +239,19 @@ fn inputs(c: &BenchConfig) -> (Array4<f32>, Array4<f32>, Array4<f32>) {
         let (u1, u2) = (uniform().max(1e-300), uniform());
         ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
     };
-    let q = Array4::from_shape_simple_fn((c.batch, c.heads_q, c.len_q, c.dim), &mut normal);
-    let k = Array4::from_shape_simple_fn((c.batch, c.heads_kv, c.len_k, c.dim), &mut normal);
-    let v = Array4::from_shape_simple_fn((c.batch, c.heads_kv, c.len_k, c.dim_v), &mut normal);
-    (q, k, v)
+    let [q, k, v] = c.shapes();
+    let shapes = [("q", q), ("k", k), ("v", v)];
+    let total = shapes.iter().try_fold(0u64, |n, (arg, s)| {
+        Ok::<_, AttentionError>(n.saturating_add(bytes_of::<f32>(elements(arg, s)?)))
+    })?;
+    check_host_bytes("q", "the random q, k and v", total)?;
+    let mut make = |arg, s: [usize; 4]| -> Result<Array4<f32>> {
+        let mut a = try_zeros::<f32, _>(arg, Ix4(s[0], s[1], s[2], s[3]))?;
+        a.iter_mut().for_each(|x| *x = normal());
+        Ok(a)
+    };
+    let [(qa, qs), (ka, ks), (va, vs)] = shapes;
+    Ok((make(qa, qs)?, make(ka, ks)?, make(va, vs)?))
 }
 
 fn median(samples: &mut [f64]) -> f64 {
@@ -258,8 +287,11 @@ fn wait(ctx: &GpuContext) -> Result<()> {
 /// adapter without it, and device errors.
 pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<BenchResult> {
     let opts = config.options();
-    let (q, k, v) = inputs(config);
-    let (p, path) = check_call(ctx, (q.shape(), k.shape(), v.shape()), &opts)?;
+    config.check_iters()?;
+    let [qs, ks, vs] = config.shapes();
+    // Every size against the device before the inputs are even made.
+    let (p, path) = check_call(ctx, (&qs, &ks, &vs), &opts)?;
+    let (q, k, v) = inputs(config)?;
     let started = Instant::now();
     let named = [("q", &q), ("k", &k), ("v", &v)];
     let (tensors, elem): (Vec<wgpu::Buffer>, Elem) = match config.precision {
@@ -364,7 +396,7 @@ pub fn bench_cpu(config: &BenchConfig) -> Result<BenchResult> {
         causal: config.causal,
         ..Default::default()
     };
-    let (q, k, v) = inputs(config);
+    let (q, k, v) = inputs(config)?;
     let mut samples = Vec::with_capacity(config.iters);
     for _ in 0..config.iters {
         let started = Instant::now();

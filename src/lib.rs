@@ -20,7 +20,9 @@
 //!   or `i + Lk - Lq` (bottom-right); causal allows `j <= p(i)`, a window `(left, right)`
 //!   allows `p(i) - left <= j <= p(i) + right`.
 //! - Masks are boolean (`true` = may attend) or additive (`-inf` allowed), any shape that
-//!   broadcasts to `(B, Hq, Lq, Lk)`, rank 2 to 4. An additive `-inf` masks the pair.
+//!   broadcasts to `(B, Hq, Lq, Lk)`, rank 2 to 4. An additive `-inf` masks the pair
+//!   exactly as a boolean `false` does, whatever q and k hold there; `+inf` and NaN in an
+//!   additive mask are refused.
 //! - A row with no allowed key gives out = 0, weights = 0, lse = -inf: never NaN from
 //!   masking alone. NaN or inf in q, k or v propagates to the rows it touches; a key
 //!   whose weight is exactly 0 contributes nothing to `out`.
@@ -43,6 +45,7 @@ mod api;
 pub mod bench;
 mod error;
 mod gpu;
+mod host_memory;
 mod mha;
 pub mod model;
 mod options;
@@ -52,7 +55,9 @@ mod reference;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use api::attention;
-pub use api::{attention_async, attention_gpu_async, attention_gpu_into_async, GpuOutputs};
+pub use api::{
+    attention_async, attention_gpu_async, attention_gpu_into_async, kernel_path, GpuOutputs,
+};
 pub use error::{AttentionError, Result};
 pub use gpu::device::context::{enumerate_adapters, GpuContext};
 pub use gpu::device::tensor::GpuTensor;

@@ -1,6 +1,8 @@
 //! Input validation, done once before any work: shapes, options and their agreement,
 //! resolved into a [`Problem`] that every backend reads.
 
+use ndarray::Dimension;
+
 use crate::error::{AttentionError, Result};
 use crate::options::{Alignment, AttentionOptions, Mask};
 
@@ -155,6 +157,26 @@ pub fn validate(
             ),
         ));
     }
+    // Every tensor of the call must have an element count that a machine can address.
+    let mut tensors = vec![("q", q), ("k", k), ("v", v)];
+    let out = [b, hq, lq, dv];
+    let weights = [b, hq, lq, lk];
+    tensors.push(("out", &out));
+    if opts.return_weights {
+        tensors.push(("weights", &weights));
+    }
+    for (arg, shape) in tensors {
+        let bytes = shape
+            .iter()
+            .try_fold(4u64, |n, &d| n.checked_mul(d as u64))
+            .filter(|&n| n <= isize::MAX as u64);
+        if bytes.is_none() {
+            return Err(AttentionError::TooLarge {
+                arg,
+                detail: format!("shape {shape:?} has more elements than memory can address"),
+            });
+        }
+    }
     if lq >= MAX_SEQ_LEN || lk >= MAX_SEQ_LEN {
         return Err(AttentionError::TooLarge {
             arg: "q",
@@ -183,7 +205,10 @@ pub fn validate(
     let mask = match &opts.mask {
         None => None,
         Some(Mask::Bool(m)) => Some(mask_layout(MaskKind::Bool, m.shape(), target)?),
-        Some(Mask::Additive(m)) => Some(mask_layout(MaskKind::Additive, m.shape(), target)?),
+        Some(Mask::Additive(m)) => {
+            check_bias_values(m)?;
+            Some(mask_layout(MaskKind::Additive, m.shape(), target)?)
+        }
     };
     if let Some(lens) = opts.kv_lens {
         if lens.len() != b {
@@ -228,6 +253,25 @@ thread_local! {
 #[doc(hidden)]
 pub fn validate_calls_for_tests() -> u64 {
     VALIDATE_CALLS.with(std::cell::Cell::get)
+}
+
+/// An additive mask is a bias on the logits: finite, or -inf to mask the pair exactly
+/// as a boolean `false` would. +inf or NaN cannot be a bias (it would make the row NaN,
+/// or pick one key over all others by a non-number), so it is refused.
+fn check_bias_values(m: &ndarray::ArrayViewD<'_, f32>) -> Result<()> {
+    let bad = m
+        .indexed_iter()
+        .find(|(_, &x)| x.is_nan() || x == f32::INFINITY);
+    match bad {
+        None => Ok(()),
+        Some((index, x)) => Err(AttentionError::option(
+            "mask",
+            format!(
+                "an additive mask holds {x} at {:?}; its values must be finite or -inf",
+                index.slice()
+            ),
+        )),
+    }
 }
 
 /// NumPy broadcasting of a rank-2..4 mask against `(B, Hq, Lq, Lk)`.

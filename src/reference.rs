@@ -3,19 +3,21 @@
 //!
 //! Row rule, shared with every GPU kernel:
 //! - a pair is allowed when the causal/window structure, the boolean mask and the key
-//!   length all allow it, and its final logit is not `-inf` (an additive `-inf` masks);
+//!   length all allow it, its additive mask value is not `-inf` (which masks exactly as a
+//!   boolean `false`, whatever q and k hold), and its final logit is not `-inf`;
 //! - `m` is the largest allowed logit, NaN if any allowed logit is NaN;
 //! - a row with no allowed pair gives out = 0, weights = 0, lse = -inf;
 //! - otherwise `w_j = exp(logit_j - m) / sum`, `lse = m + ln(sum)`, and
 //!   `out = sum of w_j * v_j` over the allowed `j` whose weight is not exactly 0.
 //!   NaN and ±inf in q, k, v flow through this arithmetic unchanged.
 
-use ndarray::{s, Array3, Array4, ArrayView4, ArrayViewD, Ix4};
+use ndarray::{s, ArrayView4, ArrayViewD, Ix3, Ix4};
 
 use crate::error::Result;
+use crate::host_memory::{try_vec, try_zeros};
 use crate::options::{AttentionOptions, Mask};
 use crate::output::AttentionOutput;
-use crate::problem::{validate, Problem};
+use crate::problem::validate;
 
 /// Computes attention on the CPU. Same options, same outputs, same errors as the GPU.
 ///
@@ -39,12 +41,22 @@ pub fn attention_cpu(
         _ => None,
     };
 
-    let mut out = Array4::<f32>::zeros((p.batch, p.heads_q, p.len_q, p.dim_v));
-    let mut weights = Array4::<f32>::zeros(target);
-    let mut lse = Array3::<f32>::zeros((p.batch, p.heads_q, p.len_q));
-    let mut logits = vec![0f64; p.len_k];
-    let mut allowed = vec![false; p.len_k];
-    let mut acc = vec![0f64; p.dim_v];
+    // Only the outputs asked for are held: one row of logits at a time otherwise, never
+    // an Lq x Lk matrix. Every allocation is fallible and checked against free memory.
+    let (nb, nh, lq, lk) = target;
+    let mut out = try_zeros::<f32, _>("out", Ix4(nb, nh, lq, p.dim_v))?;
+    let mut weights = match p.return_weights {
+        true => Some(try_zeros::<f32, _>("weights", Ix4(nb, nh, lq, lk))?),
+        false => None,
+    };
+    let mut lse = match p.return_lse {
+        true => Some(try_zeros::<f32, _>("lse", Ix3(nb, nh, lq))?),
+        false => None,
+    };
+    let mut logits = try_vec("k", &[lk], lk, 0f64)?;
+    let mut allowed = try_vec("k", &[lk], lk, false)?;
+    let mut row_weights = try_vec("k", &[lk], lk, 0f64)?;
+    let mut acc = try_vec("v", &[p.dim_v], p.dim_v, 0f64)?;
 
     for b in 0..p.batch {
         let kv_len = opts.kv_lens.map_or(p.len_k, |l| l[b] as usize);
@@ -58,17 +70,25 @@ pub fn attention_cpu(
                     }
                     let mut x = p.scale as f64 * dot(&q, &k, [b, h, i], [b, g, j], p.dim);
                     if let Some(bias) = &bias {
-                        x += bias[[b, h, i, j]] as f64;
+                        // An additive -inf masks the key as a boolean false does, whatever
+                        // q and k hold there (NaN + -inf would otherwise be NaN).
+                        let bias = bias[[b, h, i, j]];
+                        ok &= bias != f32::NEG_INFINITY;
+                        x += bias as f64;
                     }
                     allowed[j] = ok && x != f64::NEG_INFINITY;
                     logits[j] = x;
                 }
-                let row = softmax_row(&p, &logits, &allowed);
-                lse[[b, h, i]] = row.lse as f32;
+                let row_lse = softmax_row(&logits, &allowed, &mut row_weights);
+                if let Some(lse) = &mut lse {
+                    lse[[b, h, i]] = row_lse as f32;
+                }
                 acc.iter_mut().for_each(|a| *a = 0.0);
                 for j in 0..p.len_k {
-                    let w = row.weights[j];
-                    weights[[b, h, i, j]] = w as f32;
+                    let w = row_weights[j];
+                    if let Some(weights) = &mut weights {
+                        weights[[b, h, i, j]] = w as f32;
+                    }
                     if allowed[j] && w != 0.0 {
                         for (e, a) in acc.iter_mut().enumerate() {
                             *a += w * v[[b, g, j, e]] as f64;
@@ -81,11 +101,7 @@ pub fn attention_cpu(
             }
         }
     }
-    Ok(AttentionOutput {
-        out,
-        weights: p.return_weights.then_some(weights),
-        lse: p.return_lse.then_some(lse),
-    })
+    Ok(AttentionOutput { out, weights, lse })
 }
 
 fn broadcast<'a, T: Copy>(
@@ -108,13 +124,10 @@ fn dot(
     (0..dim).map(|e| qr[e] as f64 * kr[e] as f64).sum()
 }
 
-struct Row {
-    weights: Vec<f64>,
-    lse: f64,
-}
-
-fn softmax_row(p: &Problem, logits: &[f64], allowed: &[bool]) -> Row {
-    let mut weights = vec![0f64; p.len_k];
+/// Softmax of one row over the allowed logits, into `weights` (0 where not allowed);
+/// returns the row's log-sum-exp (-inf when nothing is allowed).
+fn softmax_row(logits: &[f64], allowed: &[bool], weights: &mut [f64]) -> f64 {
+    weights.iter_mut().for_each(|w| *w = 0.0);
     // NaN-propagating max over the allowed logits; None when nothing is allowed.
     let mut max: Option<f64> = None;
     for (x, _) in logits.iter().zip(allowed).filter(|(_, &a)| a) {
@@ -125,25 +138,19 @@ fn softmax_row(p: &Problem, logits: &[f64], allowed: &[bool]) -> Row {
         });
     }
     let Some(m) = max else {
-        return Row {
-            weights,
-            lse: f64::NEG_INFINITY,
-        };
+        return f64::NEG_INFINITY;
     };
     let mut sum = 0f64;
-    for j in 0..p.len_k {
+    for j in 0..logits.len() {
         if allowed[j] {
             weights[j] = (logits[j] - m).exp();
             sum += weights[j];
         }
     }
-    for j in 0..p.len_k {
+    for j in 0..logits.len() {
         if allowed[j] {
             weights[j] /= sum;
         }
     }
-    Row {
-        weights,
-        lse: m + sum.ln(),
-    }
+    m + sum.ln()
 }

@@ -21,8 +21,17 @@ mod exit {
                 msg: msg.into(),
             }
         }
+
+        pub fn runtime(msg: impl Into<String>) -> Self {
+            Self::input("", msg)
+        }
     }
 }
+
+/// The bounded reads the reader uses.
+#[allow(dead_code)]
+#[path = "../../src/cli/io/mod.rs"]
+mod io;
 
 /// The reader itself, compiled from the command line's source.
 #[allow(dead_code)]

@@ -1,6 +1,7 @@
 // The masking rule, for kernels that bind `kv_lens` and `mask`.
 // Must agree with src/reference.rs: structure (causal, window, key length), then the
-// explicit mask; a final logit of -inf means "not allowed".
+// explicit mask (an additive -inf masks exactly like a boolean false); a final logit of
+// -inf means "not allowed".
 
 // Causal, window and key length for query row i, key j of flattened query head bh.
 fn structurally_allowed(bh: u32, i: u32, j: u32) -> bool {
@@ -35,5 +36,7 @@ fn masked_logit(bh: u32, i: u32, j: u32, scaled: f32) -> f32 {
         let byte = (mask[idx >> 2u] >> ((idx & 3u) * 8u)) & 0xffu;
         return select(neg_inf(), scaled, byte != 0u);
     }
-    return scaled + bitcast<f32>(mask[idx]);
+    // An additive -inf masks like a boolean false, even where `scaled` is NaN or +inf.
+    let bias = bitcast<f32>(mask[idx]);
+    return select(scaled + bias, neg_inf(), is_neg_inf(bias));
 }

@@ -13,16 +13,40 @@ use wgpu_attention::Window;
 ///
 /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag),
 /// 1 on a device or runtime failure.
+///
+/// Adapter choice: WGPU_BACKEND (vulkan, metal, dx12, gl, or a comma list) limits the
+/// backends searched, WGPU_ADAPTER_NAME picks the adapter whose name contains it, and
+/// WGPU_POWER_PREF (low or high) picks between integrated and discrete GPUs.
 #[derive(Debug, Parser)]
-#[command(name = "wgpu-attention", version, about, long_about)]
+#[command(
+    name = "wgpu-attention",
+    version,
+    about,
+    long_about,
+    disable_help_flag = true,
+    after_help = "Example:\n  wgpu-attention info\n  wgpu-attention run --q q.npy --k k.npy --v v.npy --causal --out out.npy"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// Print help (-h and --help print the same).
+    #[arg(short = 'h', long = "help", action = clap::ArgAction::HelpLong, global = true)]
+    pub help: Option<bool>,
+    /// No progress on stderr (progress shows only when stderr is a terminal).
+    #[arg(long, global = true)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Every adapter found, the one chosen, and the features and limits used.
+    ///
+    /// The choice follows WGPU_BACKEND (vulkan, metal, dx12, gl, or a comma list),
+    /// WGPU_ADAPTER_NAME (a substring of the adapter's name) and WGPU_POWER_PREF (low or
+    /// high).
+    #[command(
+        after_help = "Example:\n  WGPU_BACKEND=vulkan wgpu-attention info\n  wgpu-attention info"
+    )]
     Info,
     /// Attention on tensors read from .npy files, written back as f32 .npy files.
     ///
@@ -32,6 +56,9 @@ pub enum Command {
     ///
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure (no adapter, device error, f16 unsupported).
+    #[command(
+        after_help = "Example:\n  wgpu-attention run --q q.npy --k k.npy --v v.npy --causal --window 128,0 --out out.npy --lse lse.npy"
+    )]
     Run(Box<RunArgs>),
     /// Median time, GFLOP/s and peak device memory of one shape, on random normal inputs.
     ///
@@ -42,6 +69,9 @@ pub enum Command {
     ///
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
+    #[command(
+        after_help = "Example:\n  wgpu-attention bench --shape 1,8,1024,1024,64 --causal --backend both --iters 5"
+    )]
     Bench(BenchArgs),
     /// Multi-head attention with projections, as PyTorch's nn.MultiheadAttention
     /// (batch_first=True), with weights from a .safetensors state dict.
@@ -54,6 +84,9 @@ pub enum Command {
     ///
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
+    #[command(
+        after_help = "Example:\n  wgpu-attention mha --weights layer.safetensors --x x.npy --heads 8 --causal --out y.npy --attn-weights a.npy"
+    )]
     Mha(Box<MhaArgs>),
 }
 
@@ -98,6 +131,13 @@ pub struct MhaArgs {
     /// Where to compute: the GPU kernels or the CPU reference (f64).
     #[arg(long, value_enum, default_value_t = Backend::Gpu)]
     pub backend: Backend,
+    /// Prefix of the layer's tensor names in the weights file, e.g.
+    /// encoder.layers.0.self_attn. for a whole model's state dict.
+    #[arg(long, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+    /// Say on stderr which adapter and kernel path ran, and how long it took.
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 /// The flags of `wgpu-attention bench`.
@@ -184,8 +224,8 @@ pub struct RunArgs {
     /// Valid keys per batch (key padding): int32 or int64, shape (B,), each 0..=Lk.
     #[arg(long, value_name = "LENS.npy")]
     pub kv_lens: Option<PathBuf>,
-    /// Multiplies q·k; default 1/sqrt(D).
-    #[arg(long, value_name = "S", allow_negative_numbers = true)]
+    /// Multiplies q·k; default 1/sqrt(D). Must be finite (negative values are allowed).
+    #[arg(long, value_name = "S", allow_hyphen_values = true)]
     pub scale: Option<f32>,
     /// Also write the softmax weights, (B, Hq, Lq, Lk), f32.
     #[arg(long, value_name = "W.npy")]
@@ -200,6 +240,12 @@ pub struct RunArgs {
     /// CPU it rounds q, k and v to f16 before the reference runs.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
+    /// GPU kernel path; auto picks one per call.
+    #[arg(long, value_enum, default_value_t = PathArg::Auto)]
+    pub path: PathArg,
+    /// Say on stderr which adapter and kernel path ran, and how long it took.
+    #[arg(long)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

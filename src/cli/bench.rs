@@ -1,16 +1,20 @@
 //! `wgpu-attention bench`: measures one shape on the GPU, the CPU reference or both, and
 //! prints a table or one JSON object per line.
 
-use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing};
+use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing, MAX_ITERS};
 use wgpu_attention::{AttentionError, GpuContext, KernelPath, Precision};
 
 use super::args::{BenchArgs, BenchBackend, PathArg, PrecisionArg};
 use super::exit::CliError;
+use super::progress::Progress;
 
 fn config(args: &BenchArgs) -> Result<BenchConfig, CliError> {
     let [batch, heads, len_q, len_k, dim] = args.shape;
-    if args.iters == 0 {
-        return Err(CliError::input("--iters", "must be at least 1"));
+    if !(1..=MAX_ITERS).contains(&args.iters) {
+        return Err(CliError::input(
+            "--iters",
+            format!("must be between 1 and {MAX_ITERS}, got {}", args.iters),
+        ));
     }
     let hkv = args.hkv.unwrap_or(heads);
     if hkv == 0 || heads % hkv != 0 {
@@ -104,7 +108,7 @@ fn print_table(results: &[BenchResult]) {
     }
 }
 
-pub fn run(args: &BenchArgs) -> Result<(), CliError> {
+pub fn run(args: &BenchArgs, quiet: bool) -> Result<(), CliError> {
     let config = config(args)?;
     // Shape and option errors before any device work.
     config.flops().map_err(blame)?;
@@ -113,9 +117,20 @@ pub fn run(args: &BenchArgs) -> Result<(), CliError> {
         let ctx = GpuContext::new()?;
         // Measure the configuration this adapter runs best, timed once per shape class.
         ctx.set_autotune(true);
+        let _progress = Progress::start(
+            quiet,
+            &format!(
+                "GPU: building pipelines and tuning, then {} timed runs",
+                config.iters
+            ),
+        );
         results.push(bench_gpu(&ctx, &config).map_err(blame)?);
     }
     if matches!(args.backend, BenchBackend::Cpu | BenchBackend::Both) {
+        let _progress = Progress::start(
+            quiet,
+            &format!("CPU reference (f64): {} timed runs", config.iters),
+        );
         results.push(bench_cpu(&config).map_err(blame)?);
     }
     if args.json {

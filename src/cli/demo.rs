@@ -8,6 +8,7 @@ use wgpu_attention::{attention, attention_cpu, AttentionOptions, GpuContext};
 
 use super::exit::CliError;
 use super::info::describe;
+use super::progress::Progress;
 
 /// (B, H, L, D): one sequence of 512 tokens, 8 heads of width 64 (a GPT-2-small layer).
 const SHAPE: (usize, usize, usize, usize) = (1, 8, 512, 64);
@@ -16,7 +17,7 @@ const SEED: u64 = 42;
 const ATOL: f32 = 2e-5;
 const RTOL: f32 = 1e-4;
 
-pub fn run() -> Result<(), CliError> {
+pub fn run(quiet: bool) -> Result<(), CliError> {
     let (b, h, l, d) = SHAPE;
     println!("wgpu-attention demo: causal attention, B={b} H={h} L={l} D={d}, seeded normal inputs (seed {SEED})");
     let ctx = GpuContext::new()?;
@@ -32,9 +33,13 @@ pub fn run() -> Result<(), CliError> {
     };
 
     // The first call builds the pipelines; the second is the one worth timing.
+    let progress = Progress::start(quiet, "first GPU call: building pipelines");
     let (_, first) = timed(|| attention(&ctx, q.view(), k.view(), v.view(), &opts))?;
+    progress.step("timed GPU call");
     let (gpu, gpu_time) = timed(|| attention(&ctx, q.view(), k.view(), v.view(), &opts))?;
+    progress.step("CPU reference (f64)");
     let (cpu, cpu_time) = timed(|| attention_cpu(q.view(), k.view(), v.view(), &opts))?;
+    drop(progress);
 
     let mut max_err = 0f32;
     let mut worst: Option<([usize; 4], f32, f32)> = None;

@@ -28,6 +28,11 @@ pub fn run() -> Result<(), CliError> {
     for (i, a) in adapters.iter().enumerate() {
         println!("  [{i}] {}", describe(a));
     }
+    // What steered the choice: wgpu's adapter variables, as set (or not) here.
+    for var in ["WGPU_BACKEND", "WGPU_ADAPTER_NAME", "WGPU_POWER_PREF"] {
+        let value = std::env::var(var).unwrap_or_else(|_| "(not set)".into());
+        println!("{var}: {value}");
+    }
     let ctx = GpuContext::new()?;
     let info = ctx.adapter_info();
     println!("chosen: {}", describe(info));

@@ -1,33 +1,39 @@
 //! `wgpu-attention mha`: load the layer and the inputs, validate everything before a
 //! device opens, run on the chosen backend, write y and the weights.
 
+use std::time::Instant;
+
 use ndarray::{Array2, Array3, ArrayD, Ix2, Ix3};
 use wgpu_attention::{
-    mha, mha_cpu, mha_incremental, AttentionError, GpuContext, HeadWeights, MhaGpuWeights,
-    MhaOptions, MhaWeights,
+    kernel_path, mha, mha_cpu, mha_incremental, AttentionError, AttentionOptions, GpuContext,
+    HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights,
 };
 
 use super::args::{Backend, MhaArgs};
 use super::exit::CliError;
+use super::info::describe;
+use super::io::output::OutputSet;
+use super::io::read::{read_bounded, safetensors_len};
 use super::npy;
+use super::progress::Progress;
 
-pub fn run(args: &MhaArgs) -> Result<(), CliError> {
+pub fn run(args: &MhaArgs, quiet: bool) -> Result<(), CliError> {
     if args.incremental && args.backend == Backend::Cpu {
         return Err(CliError::input(
             "--incremental",
             "the KV cache lives on the GPU; use --backend gpu (the CPU reference of the same result is --causal)",
         ));
     }
-    npy::check_writable("--out", &args.out)?;
-    if let Some(p) = &args.attn_weights {
-        npy::check_writable("--attn-weights", p)?;
-    }
-    let bytes = std::fs::read(&args.weights).map_err(|e| {
-        CliError::input(
-            "--weights",
-            format!("cannot read {}: {e}", args.weights.display()),
-        )
-    })?;
+    // Claimed first: a colliding or uncreatable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let y_slot = files.claim("--out", &args.out)?;
+    let a_slot = args
+        .attn_weights
+        .as_deref()
+        .map(|p| files.claim("--attn-weights", p))
+        .transpose()?;
+    let bytes = read_bounded("--weights", &args.weights, safetensors_len)?;
+    let bytes = with_prefix(bytes, &args.prefix)?;
     let weights =
         MhaWeights::from_safetensors(&bytes, args.heads, args.kv_heads).map_err(to_cli)?;
     let x = rank3("--x", npy::read_floats("--x", &args.x)?, "(B, L, E)")?;
@@ -57,24 +63,44 @@ pub fn run(args: &MhaArgs) -> Result<(), CliError> {
     };
     // Input errors exit 2 before a device opens: the CPU path checks the same shapes.
     let cpu = mha_cpu_checked(&weights, &x, kv.as_ref(), &opts, args.backend)?;
+    let started = Instant::now();
     let result = match cpu {
-        Some(r) => r,
+        Some(r) => {
+            if args.verbose {
+                eprintln!(
+                    "backend: the CPU reference (f64); {:.1} ms",
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            r
+        }
         None => {
             let ctx = GpuContext::new().map_err(to_cli)?;
+            let progress = Progress::start(quiet, "GPU: building pipelines and running");
             let w = MhaGpuWeights::upload(&ctx, &weights).map_err(to_cli)?;
-            if args.incremental {
+            let r = if args.incremental {
                 mha_incremental(&ctx, &w, x.view(), &opts)
             } else {
                 mha(&ctx, &w, x.view(), kv.as_ref().map(|a| a.view()), &opts)
             }
-            .map_err(to_cli)?
+            .map_err(to_cli)?;
+            drop(progress);
+            if args.verbose {
+                eprintln!(
+                    "adapter: {}; kernel path: {}; {:.1} ms (device, pipelines, transfers)",
+                    describe(ctx.adapter_info()),
+                    core_path(&ctx, &weights, &x, kv.as_ref(), args, &opts),
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            r
         }
     };
-    npy::write("--out", &args.out, &result.y)?;
-    if let (Some(path), Some(w)) = (&args.attn_weights, &result.weights) {
-        npy::write("--attn-weights", path, w)?;
+    npy::write(&mut files, y_slot, &result.y)?;
+    if let (Some(slot), Some(w)) = (a_slot, &result.weights) {
+        npy::write(&mut files, slot, w)?;
     }
-    Ok(())
+    files.commit()
 }
 
 /// Runs the CPU reference for `--backend cpu`; for the GPU, only checks the inputs.
@@ -126,6 +152,7 @@ fn to_cli(e: AttentionError) -> CliError {
         "kv_cache" => "--incremental",
         "y" => "--out",
         "weights" => "--weights",
+        "attn_weights" => "--attn-weights",
         name if name.contains("proj") => {
             // A tensor of the weights file: the message names it after the flag.
             return CliError::input("--weights", e.to_string());
@@ -146,4 +173,66 @@ fn to_cli(e: AttentionError) -> CliError {
         .unwrap_or(&msg)
         .to_string();
     CliError::input(flag, detail)
+}
+
+/// The attention core's kernel path for `--verbose`: the route a call of the layer's
+/// head shapes takes (the staged path whenever weights are returned).
+fn core_path(
+    ctx: &GpuContext,
+    w: &MhaWeights,
+    x: &Array3<f32>,
+    kv: Option<&Array3<f32>>,
+    args: &MhaArgs,
+    opts: &MhaOptions<'_>,
+) -> String {
+    let d = w.dims();
+    let (b, l, _) = x.dim();
+    let s = kv.map_or(if args.incremental { 1 } else { l }, |a| a.dim().1);
+    let core = AttentionOptions {
+        causal: opts.causal,
+        return_weights: opts.weights != HeadWeights::None,
+        ..Default::default()
+    };
+    let rows = if args.incremental { 1 } else { l };
+    let q = [b, d.heads, rows, d.head_dim];
+    let k = [b, d.kv_heads, s, d.head_dim];
+    match kernel_path(ctx, &q, &k, &k, &core) {
+        Ok(p) if args.incremental => format!("{p:?} per step (KV cache)"),
+        Ok(p) => format!("{p:?}"),
+        Err(e) => format!("unknown ({e})"),
+    }
+}
+
+/// The tensors whose names start with `prefix`, renamed without it, as a safetensors
+/// file of their own (the whole file when the prefix is empty).
+fn with_prefix(bytes: Vec<u8>, prefix: &str) -> Result<Vec<u8>, CliError> {
+    if prefix.is_empty() {
+        return Ok(bytes);
+    }
+    let st = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| CliError::input("--weights", format!("not a valid safetensors file: {e}")))?;
+    let picked: Vec<(String, safetensors::tensor::TensorView<'_>)> = st
+        .tensors()
+        .into_iter()
+        .filter_map(|(name, t)| name.strip_prefix(prefix).map(|n| (n.to_string(), t)))
+        .collect();
+    if picked.is_empty() {
+        let mut names = st.names();
+        names.sort();
+        let shown: Vec<&str> = names.iter().take(12).map(|n| &n[..]).collect();
+        return Err(CliError::input(
+            "--prefix",
+            format!(
+                "no tensor name starts with {prefix:?}; the file holds {}{}",
+                shown.join(", "),
+                if names.len() > shown.len() {
+                    ", ..."
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    safetensors::serialize(picked, None)
+        .map_err(|e| CliError::runtime(format!("--prefix: cannot select the tensors: {e}")))
 }

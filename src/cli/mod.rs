@@ -6,9 +6,12 @@ mod bench;
 mod demo;
 mod exit;
 mod info;
+mod io;
 mod mha;
 mod npy;
+mod progress;
 mod run;
+mod runtime_dir;
 
 use std::process::ExitCode;
 
@@ -18,16 +21,19 @@ use args::{Cli, Command};
 
 /// Parses the arguments, runs the command and turns its outcome into an exit code.
 pub fn main() -> ExitCode {
+    // Before anything could start the Vulkan loader.
+    let _runtime_dir = runtime_dir::RuntimeDir::ensure();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return exit::clap_error(&e),
     };
+    let quiet = cli.quiet;
     let outcome = match &cli.command {
-        None => demo::run(),
+        None => demo::run(quiet),
         Some(Command::Info) => info::run(),
-        Some(Command::Run(args)) => run::run(args),
-        Some(Command::Bench(args)) => bench::run(args),
-        Some(Command::Mha(args)) => mha::run(args),
+        Some(Command::Run(args)) => run::run(args, quiet),
+        Some(Command::Bench(args)) => bench::run(args, quiet),
+        Some(Command::Mha(args)) => mha::run(args, quiet),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,6 +12,8 @@ use ndarray_npy::npy::header::{Header, ReadHeaderError};
 use ndarray_npy::{ReadNpyExt, ReadableElement, WritableElement, WriteNpyExt};
 
 use super::exit::CliError;
+use super::io::output::{OutputSet, Slot};
+use super::io::read::{read_bounded, read_header_bytes};
 
 /// A mask as read from disk: its dtype decides the kind.
 pub enum MaskArray {
@@ -128,75 +130,34 @@ fn parse_dtype(desc: &str) -> Option<Dtype> {
     })
 }
 
-/// Reads the file and its header, and checks that the dtype is one `want` accepts and that
-/// the data is exactly as long as the header says.
+/// Reads the header, then the file bounded by what the header promises, and checks that
+/// the dtype is one `want` accepts; a path that is not a regular file, or a file longer
+/// or shorter than its header says, is refused before its data is read.
 fn load(flag: &'static str, path: &Path, want: Want) -> Result<Npy, CliError> {
-    let shown = path.display();
-    let bytes = std::fs::read(path)
-        .map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
-    let mut cursor = Cursor::new(&bytes[..]);
-    let header = Header::from_reader(&mut cursor).map_err(|e| {
-        let why = match e {
-            ReadHeaderError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                "the file ends inside the header".to_string()
-            }
-            e => e.to_string(),
-        };
-        CliError::input(flag, format!("{shown} is not a valid .npy file: {why}"))
-    })?;
-    let data_start = usize::try_from(cursor.position()).unwrap_or(usize::MAX);
-    let not_accepted = |name: String| {
-        CliError::input(
-            flag,
-            format!(
-                "{shown}: dtype {name} {:?} is not accepted ({} expected)",
-                header.shape,
-                want.expected()
-            ),
-        )
-    };
-    let dtype = match header.type_descriptor.as_string() {
-        None => {
-            return Err(not_accepted(format!(
-                "{} (structured)",
-                header.type_descriptor
-            )))
-        }
-        Some(desc) => match parse_dtype(desc) {
-            Some(d) if want.accepts(d) => d,
-            _ => return Err(not_accepted(numpy_name(desc))),
-        },
-    };
-    let need = header
-        .shape
-        .iter()
-        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
-        .ok_or_else(|| {
-            CliError::input(
-                flag,
-                format!("{shown}: shape {:?} is too large", header.shape),
-            )
+    let mut parsed = None;
+    let bytes = read_bounded(flag, path, |r| {
+        let prefix = header_bytes(r)?;
+        let header = Header::from_reader(&mut Cursor::new(&prefix[..])).map_err(|e| {
+            let why = match e {
+                ReadHeaderError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    "the file ends inside the header".to_string()
+                }
+                e => e.to_string(),
+            };
+            format!("not a valid .npy file: {why}")
         })?;
-    let have = bytes.len().saturating_sub(data_start);
-    if have < need {
-        return Err(CliError::input(
-            flag,
-            format!(
-                "{shown} is truncated: shape {:?} needs {need} bytes of data, the file has {have}",
-                header.shape
-            ),
-        ));
-    }
-    if have > need {
-        return Err(CliError::input(
-            flag,
-            format!(
-                "{shown}: {} bytes after the data of shape {:?}",
-                have - need,
-                header.shape
-            ),
-        ));
-    }
+        let dtype = accepted(&header, want)?;
+        let need = header
+            .shape
+            .iter()
+            .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64))
+            .and_then(|n| n.checked_add(prefix.len() as u64))
+            .ok_or_else(|| format!("shape {:?} is too large", header.shape))?;
+        parsed = Some((header, dtype, prefix.len()));
+        Ok(need)
+    })?;
+    let (header, dtype, data_start) =
+        parsed.ok_or_else(|| CliError::input(flag, "the header was not read"))?;
     Ok(Npy {
         dtype,
         shape: header.shape,
@@ -204,6 +165,47 @@ fn load(flag: &'static str, path: &Path, want: Want) -> Result<Npy, CliError> {
         bytes,
         data_start,
     })
+}
+
+/// The magic string, version, header length and header of a `.npy` file, read without
+/// trusting the header length further than the file reaches.
+fn header_bytes(r: &mut dyn std::io::Read) -> Result<Vec<u8>, String> {
+    const MAGIC: &[u8] = b"\x93NUMPY";
+    let mut prefix = read_header_bytes(r, 8, "the header")?;
+    if &prefix[..6] != MAGIC {
+        return Err("not a valid .npy file: it does not start with \\x93NUMPY".into());
+    }
+    // Version 1 has a 2-byte header length; versions 2 and 3 a 4-byte one.
+    let width = if prefix[6] == 1 { 2 } else { 4 };
+    let len_bytes = read_header_bytes(r, width, "the header")?;
+    let len = len_bytes
+        .iter()
+        .rev()
+        .fold(0u64, |n, &b| (n << 8) | u64::from(b));
+    prefix.extend(len_bytes);
+    prefix.extend(read_header_bytes(r, len, "the header")?);
+    Ok(prefix)
+}
+
+/// The dtype of `header` when `want` accepts it; otherwise the message naming it.
+fn accepted(header: &Header, want: Want) -> Result<Dtype, String> {
+    let not_accepted = |name: String| {
+        format!(
+            "dtype {name} {:?} is not accepted ({} expected)",
+            header.shape,
+            want.expected()
+        )
+    };
+    match header.type_descriptor.as_string() {
+        None => Err(not_accepted(format!(
+            "{} (structured)",
+            header.type_descriptor
+        ))),
+        Some(desc) => match parse_dtype(desc) {
+            Some(d) if want.accepts(d) => Ok(d),
+            _ => Err(not_accepted(numpy_name(desc))),
+        },
+    }
 }
 
 impl Npy {
@@ -313,43 +315,22 @@ pub fn read_padding_mask(flag: &'static str, path: &Path) -> Result<ArrayD<bool>
     }
 }
 
-/// Writes an f32 array (any rank) as a row-major `.npy` file.
+/// Writes an array (any rank) as a row-major `.npy` file into a claimed output.
 pub fn write<T, D>(
-    flag: &'static str,
-    path: &Path,
+    outputs: &mut OutputSet,
+    slot: Slot,
     a: &ndarray::Array<T, D>,
 ) -> Result<(), CliError>
 where
     T: WritableElement,
     D: ndarray::Dimension,
 {
-    let fail = |e: &dyn std::fmt::Display| {
-        CliError::input(flag, format!("cannot write {}: {e}", path.display()))
-    };
-    let file = std::fs::File::create(path).map_err(|e| fail(&e))?;
-    let mut writer = std::io::BufWriter::new(file);
-    a.write_npy(&mut writer).map_err(|e| fail(&e))?;
-    std::io::Write::flush(&mut writer).map_err(|e| fail(&e))
-}
-
-/// Fails early, before any work, when an output's directory does not exist.
-pub fn check_writable(flag: &'static str, path: &Path) -> Result<(), CliError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(CliError::input(
-            flag,
-            format!(
-                "cannot write {}: directory {} does not exist",
-                path.display(),
-                dir.display()
-            ),
-        ))
-    }
+    outputs.write(slot, |w| {
+        a.write_npy(w).map_err(|e| match e {
+            ndarray_npy::WriteNpyError::Io(e) => e,
+            e => std::io::Error::other(e),
+        })
+    })
 }
 
 #[cfg(test)]

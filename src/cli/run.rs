@@ -2,20 +2,39 @@
 //! compute on the chosen backend, write the outputs.
 
 use ndarray::{Array4, ArrayD, Ix4};
+use std::time::Instant;
+
 use wgpu_attention::{
-    attention, attention_cpu, validate, Alignment, AttentionOptions, AttentionOutput, GpuContext,
-    Mask, Precision,
+    attention, attention_cpu, kernel_path, validate, Alignment, AttentionOptions, AttentionOutput,
+    GpuContext, KernelPath, Mask, Precision,
 };
 
-use super::args::{AlignArg, Backend, PrecisionArg, RunArgs};
+use super::args::{AlignArg, Backend, PathArg, PrecisionArg, RunArgs};
 use super::exit::CliError;
+use super::info::describe;
+use super::io::output::{OutputSet, Slot};
 use super::npy::{self, MaskArray};
+use super::progress::Progress;
 
-pub fn run(args: &RunArgs) -> Result<(), CliError> {
+pub fn run(args: &RunArgs, quiet: bool) -> Result<(), CliError> {
     let alignment = alignment(args)?;
-    for (flag, path) in outputs(args) {
-        npy::check_writable(flag, path)?;
+    if args.align.is_some() && !(args.causal || args.causal_bottom_right || args.window.is_some()) {
+        return Err(CliError::input(
+            "--align",
+            "has no effect without --causal or --window",
+        ));
     }
+    if args.path != PathArg::Auto && args.backend == Backend::Cpu {
+        return Err(CliError::input(
+            "--path",
+            "picks a GPU kernel; --backend cpu runs the reference",
+        ));
+    }
+    // Claimed first: a colliding or uncreatable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let slots: Vec<_> = outputs(args)
+        .map(|(flag, path)| files.claim(flag, path))
+        .collect::<Result<_, _>>()?;
     let q = npy::read_floats("--q", &args.q)?;
     let k = npy::read_floats("--k", &args.k)?;
     let v = npy::read_floats("--v", &args.v)?;
@@ -46,16 +65,33 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F16 => Precision::F16,
         },
-        ..Default::default()
+        path: match args.path {
+            PathArg::Auto => KernelPath::Auto,
+            PathArg::Staged => KernelPath::Staged,
+            PathArg::Fused => KernelPath::Fused,
+            PathArg::Decode => KernelPath::Decode,
+        },
     };
     // Every shape and option is checked here, so input errors exit 2 before a device opens.
     validate(q.shape(), k.shape(), v.shape(), &opts)?;
     let (q, k, v) = (rank4("--q", q)?, rank4("--k", k)?, rank4("--v", v)?);
 
+    let started = Instant::now();
     let result = match args.backend {
         Backend::Gpu => {
             let ctx = GpuContext::new()?;
-            attention(&ctx, q.view(), k.view(), v.view(), &opts)?
+            let path = kernel_path(&ctx, q.shape(), k.shape(), v.shape(), &opts)?;
+            let progress = Progress::start(quiet, "GPU: building pipelines and running");
+            let result = attention(&ctx, q.view(), k.view(), v.view(), &opts)?;
+            drop(progress);
+            if args.verbose {
+                eprintln!(
+                    "adapter: {}; kernel path: {path:?}; {:.1} ms (device, pipelines, transfers)",
+                    describe(ctx.adapter_info()),
+                    started.elapsed().as_secs_f64() * 1e3
+                );
+            }
+            result
         }
         Backend::Cpu if args.precision == PrecisionArg::F16 => {
             // f16 storage on the CPU: round the inputs, then run the f64 reference.
@@ -64,7 +100,13 @@ pub fn run(args: &RunArgs) -> Result<(), CliError> {
         }
         Backend::Cpu => attention_cpu(q.view(), k.view(), v.view(), &opts)?,
     };
-    write_outputs(args, result)
+    if args.verbose && args.backend == Backend::Cpu {
+        eprintln!(
+            "backend: the CPU reference (f64); {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    write_outputs(files, &slots, result)
 }
 
 /// `--causal-bottom-right` is `--causal --align bottom-right`; it cannot be top-left too.
@@ -103,15 +145,26 @@ fn round_f16(a: &Array4<f32>) -> Array4<f32> {
     a.mapv(|x| half::f16::from_f32(x).to_f32())
 }
 
-fn write_outputs(args: &RunArgs, result: AttentionOutput) -> Result<(), CliError> {
-    npy::write("--out", &args.out, &result.out)?;
-    if let (Some(path), Some(w)) = (&args.weights, &result.weights) {
-        npy::write("--weights", path, w)?;
+/// Writes the outputs in the order `outputs` claimed them, then renames them into place.
+fn write_outputs(
+    mut files: OutputSet,
+    slots: &[Slot],
+    result: AttentionOutput,
+) -> Result<(), CliError> {
+    let mut slots = slots.iter().copied();
+    let mut next = || {
+        slots
+            .next()
+            .ok_or_else(|| CliError::runtime("more results than claimed outputs"))
+    };
+    npy::write(&mut files, next()?, &result.out)?;
+    if let Some(w) = &result.weights {
+        npy::write(&mut files, next()?, w)?;
     }
-    if let (Some(path), Some(l)) = (&args.lse, &result.lse) {
-        npy::write("--lse", path, l)?;
+    if let Some(l) = &result.lse {
+        npy::write(&mut files, next()?, l)?;
     }
-    Ok(())
+    files.commit()
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@
 //! `t`. A full cache refuses further steps with [`AttentionError::InvalidOption`]
 //! naming `kv_cache`; [`KvCache::clear`] starts over.
 
-use ndarray::{s, Array3, Array4, ArrayView3, Axis};
+use ndarray::{s, ArrayView3, Axis, Ix3, Ix4};
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::tensor::GpuTensor;
+use crate::host_memory::try_zeros;
 use crate::mha::device::{self, MhaGpuWeights};
 use crate::mha::gpu::{attend_and_project, read_outputs, MhaGpuOutputs};
 use crate::mha::options::{HeadWeights, MhaOptions};
@@ -192,30 +193,34 @@ pub async fn mha_incremental_async(
         },
         ..opts.clone()
     };
-    let mut y = Array3::<f32>::zeros((b, l, d.embed));
-    let mut weights = Array4::<f32>::zeros((b, d.heads, l, l));
+    let mut y = try_zeros::<f32, _>("y", Ix3(b, l, d.embed))?;
+    // The (B, H, L, L) weights only when asked for, and only if memory can hold them.
+    let mut weights = match opts.weights {
+        HeadWeights::None => None,
+        _ => Some(try_zeros::<f32, _>("attn_weights", Ix4(b, d.heads, l, l))?),
+    };
     for t in 0..l {
         let xt = GpuTensor::upload(ctx, "x", x.slice(s![.., t..t + 1, ..]).into_dyn())?;
         let outputs = MhaGpuOutputs {
             y: GpuTensor::allocate(ctx, "y", &[b, 1, d.embed])?,
             weights: (step_opts.weights != HeadWeights::None)
-                .then(|| GpuTensor::allocate(ctx, "weights", &[b, d.heads, 1, l]))
+                .then(|| GpuTensor::allocate(ctx, "attn_weights", &[b, d.heads, 1, l]))
                 .transpose()?,
         };
         mha_step_into_async(ctx, w, &mut cache, &xt, &step_opts, &outputs).await?;
         let step =
             read_outputs(ctx, &outputs.y, outputs.weights.as_ref(), step_opts.weights).await?;
         y.slice_mut(s![.., t..t + 1, ..]).assign(&step.y);
-        if let Some(sw) = step.weights {
+        if let (Some(sw), Some(weights)) = (step.weights, &mut weights) {
             // (B, H, 1, L) per head: row t.
             let sw = sw.index_axis_move(Axis(2), 0);
             weights.slice_mut(s![.., .., t, ..]).assign(&sw);
         }
     }
-    let weights = match opts.weights {
-        HeadWeights::None => None,
-        HeadWeights::Averaged => Some(average_heads(&weights)),
-        HeadWeights::PerHead => Some(weights.into_dyn()),
+    let weights = match (opts.weights, weights) {
+        (HeadWeights::Averaged, Some(w)) => Some(average_heads(&w)),
+        (HeadWeights::PerHead, Some(w)) => Some(w.into_dyn()),
+        _ => None,
     };
     Ok(MhaOutput { y, weights })
 }

@@ -1,9 +1,10 @@
 //! The CPU reference of the layer: every step in f64 with ndarray, slow on purpose.
 //! The GPU path is tested against it.
 
-use ndarray::{s, Array1, Array2, Array3, Array4, ArrayView3, Axis};
+use ndarray::{s, Array1, Array2, Array3, Array4, ArrayView3, Axis, Ix3, Ix4};
 
 use crate::error::Result;
+use crate::host_memory::try_zeros;
 use crate::mha::options::{HeadWeights, MhaOptions};
 use crate::mha::output::MhaOutput;
 use crate::mha::problem::validate;
@@ -43,8 +44,16 @@ pub fn mha_cpu(
     let v = linear(&kv, &w.wv, &w.bv);
     let (hd, group) = (d.head_dim, d.heads / d.kv_heads);
     let scale = 1.0 / (hd as f64).sqrt();
-    let mut weights = Array4::<f64>::zeros((p.batch, d.heads, p.len_q, p.len_k));
-    let mut heads = Array3::<f64>::zeros((p.batch, p.len_q, d.embed));
+    // The (B, H, L, S) weights are held only when asked for; otherwise one row of
+    // logits at a time. Allocations are fallible and checked against free memory.
+    let mut weights = match opts.weights {
+        HeadWeights::None => None,
+        _ => Some(try_zeros::<f64, _>(
+            "attn_weights",
+            Ix4(p.batch, d.heads, p.len_q, p.len_k),
+        )?),
+    };
+    let mut heads = try_zeros::<f64, _>("y", Ix3(p.batch, p.len_q, d.embed))?;
     for b in 0..p.batch {
         for h in 0..d.heads {
             let (qc, kc) = (h * hd, (h / group) * hd);
@@ -69,7 +78,9 @@ pub fn mha_cpu(
                     // A row with no allowed key keeps its zeros.
                     let Some(logit) = logit else { continue };
                     let wj = (logit - m).exp() / sum;
-                    weights[[b, h, i, j]] = wj;
+                    if let Some(weights) = &mut weights {
+                        weights[[b, h, i, j]] = wj;
+                    }
                     if wj != 0.0 {
                         let vj = v.slice(s![b, j, kc..kc + hd]);
                         heads.slice_mut(s![b, i, qc..qc + hd]).scaled_add(wj, &vj);
@@ -79,10 +90,10 @@ pub fn mha_cpu(
         }
     }
     let y = linear(&heads, &w.wo, &w.bo).mapv(|x| x as f32);
-    let weights = match opts.weights {
-        HeadWeights::None => None,
-        HeadWeights::Averaged => Some(average_heads_f64(&weights)),
-        HeadWeights::PerHead => Some(weights.mapv(|x| x as f32).into_dyn()),
+    let weights = match (opts.weights, weights) {
+        (HeadWeights::Averaged, Some(w)) => Some(average_heads_f64(&w)),
+        (HeadWeights::PerHead, Some(w)) => Some(w.mapv(|x| x as f32).into_dyn()),
+        _ => None,
     };
     Ok(MhaOutput { y, weights })
 }

@@ -42,7 +42,7 @@ impl MhaGpuOutputs {
         Ok(Self {
             y: GpuTensor::allocate(ctx, "y", &y)?,
             weights: (opts.weights != HeadWeights::None)
-                .then(|| GpuTensor::allocate(ctx, "weights", &weights))
+                .then(|| GpuTensor::allocate(ctx, "attn_weights", &weights))
                 .transpose()?,
         })
     }
@@ -59,11 +59,14 @@ impl MhaGpuOutputs {
         }
         if let Some(want) = weights {
             let got = self.weights.as_ref().ok_or_else(|| {
-                AttentionError::option("weights", "requested, but outputs have no weights tensor")
+                AttentionError::option(
+                    "attn_weights",
+                    "requested, but outputs have no weights tensor",
+                )
             })?;
             if got.shape() != want {
                 return Err(AttentionError::shape(
-                    "weights",
+                    "attn_weights",
                     format!(
                         "output tensor has shape {:?}, the call needs {want:?}",
                         got.shape()
@@ -141,7 +144,10 @@ pub(crate) async fn attend_and_project(
         weights: outputs.weights.clone(),
         lse: None,
     };
-    attention_gpu_into_async(ctx, q, k, v, attn, &core).await?;
+    // The core's `weights` are this layer's attention weights, not its weights file.
+    attention_gpu_into_async(ctx, q, k, v, attn, &core)
+        .await
+        .map_err(attention_weights_blamed)?;
     let po = device::output(w, &heads, &outputs.y, batch, per_batch)?;
     device::submit(ctx, &format!("projecting {what}"), &[po]).await
 }
@@ -214,4 +220,32 @@ pub fn mha(
     opts: &MhaOptions<'_>,
 ) -> Result<MhaOutput> {
     pollster::block_on(mha_async(ctx, w, x, kv, opts))
+}
+
+/// Renames the attention core's `weights` argument to the layer's `attn_weights`.
+fn attention_weights_blamed(e: AttentionError) -> AttentionError {
+    match e {
+        AttentionError::Shape {
+            arg: "weights",
+            detail,
+        } => AttentionError::Shape {
+            arg: "attn_weights",
+            detail,
+        },
+        AttentionError::InvalidOption {
+            arg: "weights",
+            detail,
+        } => AttentionError::InvalidOption {
+            arg: "attn_weights",
+            detail,
+        },
+        AttentionError::TooLarge {
+            arg: "weights",
+            detail,
+        } => AttentionError::TooLarge {
+            arg: "attn_weights",
+            detail,
+        },
+        e => e,
+    }
 }

@@ -79,9 +79,29 @@ fn vector(name: &'static str, a: ArrayD<f32>) -> Result<Array1<f32>> {
 
 fn required(st: &SafeTensors<'_>, name: &'static str, why: &str) -> Result<Array2<f32>> {
     let t = tensor(st, name)?.ok_or_else(|| {
-        AttentionError::shape(name, format!("missing from the weights file ({why})"))
+        AttentionError::shape(
+            name,
+            format!("missing from the weights file ({why}); {}", found(st)),
+        )
     })?;
     matrix(name, t)
+}
+
+/// The tensor names a file holds, for messages about a missing one (the first 12).
+fn found(st: &SafeTensors<'_>) -> String {
+    let mut names = st.names();
+    names.sort();
+    if names.is_empty() {
+        return "the file holds no tensors".into();
+    }
+    let shown: Vec<&str> = names.iter().take(12).map(|n| &n[..]).collect();
+    let more = names.len().saturating_sub(shown.len());
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!("the file holds {}{tail}", shown.join(", "))
 }
 
 fn optional_vector(st: &SafeTensors<'_>, name: &'static str) -> Result<Option<Array1<f32>>> {
@@ -161,7 +181,10 @@ impl MhaWeights {
                 if separate.is_empty() {
                     return Err(AttentionError::shape(
                         IN_PROJ,
-                        "missing from the weights file (nor are q_proj_weight, k_proj_weight and v_proj_weight there)",
+                        format!(
+                            "missing from the weights file (nor are q_proj_weight, k_proj_weight and v_proj_weight there); {}",
+                            found(&st)
+                        ),
                     ));
                 }
                 let dims = MhaDims::new(e, e, heads, kv_heads)?;

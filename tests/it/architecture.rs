@@ -47,6 +47,9 @@ fn every_entry_validates_once() {
             };
             let (_, n) = validations(into);
             assert_eq!(n, 1, "attention_gpu_into_async, {what}");
+            let which = || kernel_path(ctx, q.shape(), k.shape(), v.shape(), &opts);
+            let (_, n) = validations(which);
+            assert_eq!(n, 1, "kernel_path, {what}");
         }
     }
 }

@@ -523,3 +523,132 @@ fn demo_runs_and_checks_itself() {
     }
     assert!(text.trim_end().ends_with("ok"), "demo:\n{text}");
 }
+
+/// -h and --help print the same; every subcommand's help ends with an example and the
+/// top-level help and `info --help` name the adapter variables.
+#[test]
+fn help_is_one_text_and_ends_with_an_example() {
+    for sub in [&[][..], &["info"], &["run"], &["bench"], &["mha"]] {
+        let with = |flag: &str| {
+            let mut args = sub.to_vec();
+            args.push(flag);
+            let out = cli(&args);
+            assert_success(&format!("{args:?}"), &out);
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let (short, long) = (with("-h"), with("--help"));
+        assert_eq!(short, long, "{sub:?}: -h and --help differ");
+        let tail: Vec<&str> = long.trim_end().lines().rev().take(3).collect();
+        assert!(
+            tail.iter()
+                .any(|l| l.trim_start().starts_with("wgpu-attention "))
+                && long.contains("Example:"),
+            "{sub:?}: help does not end with an example:\n{long}"
+        );
+    }
+    for sub in [&[][..], &["info"]] {
+        let mut args = sub.to_vec();
+        args.push("--help");
+        let help = String::from_utf8_lossy(&cli(&args).stdout).into_owned();
+        for var in ["WGPU_BACKEND", "WGPU_ADAPTER_NAME", "WGPU_POWER_PREF"] {
+            assert!(help.contains(var), "{args:?} does not name {var}");
+        }
+    }
+}
+
+/// Negative numbers are values; a flag that would do nothing is refused; --verbose and
+/// --path say and choose the kernel; no loader noise without XDG_RUNTIME_DIR.
+#[test]
+fn flags_behave_as_a_user_expects() {
+    let dir = TempDir::new("manners");
+    let mut rng = Rng::new(71);
+    let q = dir.npy("q.npy", &rng.array4((1, 2, 8, 4)));
+    let out = dir.arg("o.npy");
+    let base = [
+        "run",
+        "--q",
+        q.as_str(),
+        "--k",
+        &q,
+        "--v",
+        &q,
+        "--out",
+        &out,
+    ];
+    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        args
+    }
+    let with = |extra: &[&'static str]| with(&base, extra);
+    assert_bad_input(
+        "--scale -inf",
+        &with(&["--scale", "-inf"]),
+        "--scale: must be finite",
+    );
+    let r = cli(&with(&[
+        "--scale",
+        "-0.5",
+        "--window",
+        "-1,4",
+        "--backend",
+        "cpu",
+    ]));
+    assert_success("negative values", &r);
+    assert_bad_input(
+        "--align alone",
+        &with(&["--align", "bottom-right"]),
+        "--align: has no effect without --causal or --window",
+    );
+    for path in ["staged", "fused", "decode"] {
+        let r = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+            .args(with(&["--path", path, "--verbose"]))
+            .env_remove("XDG_RUNTIME_DIR")
+            .output()
+            .unwrap();
+        assert_success(path, &r);
+        assert!(r.stdout.is_empty(), "{path}: stdout not empty");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(!err.contains("XDG_RUNTIME_DIR"), "{path}: {err}");
+        let named = format!("kernel path: {}{}", path[..1].to_uppercase(), &path[1..]);
+        assert!(
+            err.contains("adapter: ") && err.contains(&named),
+            "{path}: {err}"
+        );
+    }
+}
+
+/// +inf or NaN in an additive mask is bad input naming --mask (it cannot be a bias).
+#[test]
+fn non_finite_bias_in_a_mask_file_is_bad_input() {
+    let dir = TempDir::new("mask-inf");
+    let mut rng = Rng::new(72);
+    let q = dir.npy("q.npy", &rng.array4((1, 1, 3, 4)));
+    let out = dir.arg("o.npy");
+    for (name, bad) in [("inf.npy", f32::INFINITY), ("nan.npy", f32::NAN)] {
+        let mut m = Array2::<f32>::zeros((3, 3));
+        m[[2, 1]] = bad;
+        let mask = dir.npy(name, &m);
+        for backend in ["cpu", "gpu"] {
+            assert_bad_input(
+                name,
+                &[
+                    "run",
+                    "--q",
+                    &q,
+                    "--k",
+                    &q,
+                    "--v",
+                    &q,
+                    "--out",
+                    &out,
+                    "--mask",
+                    &mask,
+                    "--backend",
+                    backend,
+                ],
+                "--mask: an additive mask holds",
+            );
+        }
+    }
+}

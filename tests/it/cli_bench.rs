@@ -96,3 +96,55 @@ fn bad_flags_exit_2_naming_the_flag() {
         assert!(line.contains(flag), "{args:?}: {stderr}");
     }
 }
+
+/// Runs `bench` under an address-space limit, so that a build of the inputs before the
+/// size checks fails the test (an abort, or a kill) instead of filling the machine.
+fn bench_limited(args: &[&str]) -> (Option<i32>, String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 4000000; exec \"$0\" bench \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_wgpu-attention"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+#[test]
+fn huge_shapes_and_iters_are_refused_before_any_work() {
+    for (args, flag) in [
+        (
+            vec!["--shape", "1000000,1000000,1000000,1000000,1000000"],
+            "--shape",
+        ),
+        (vec!["--shape", "4294967295,4294967295,1,1,1"], "--shape"),
+        (vec!["--shape", "1,1024,65536,65536,128"], "--shape"),
+        (vec!["--shape", "1,1,1,1,100000000"], "--shape"),
+        (
+            vec!["--shape", "1,1024,65536,65536,128", "--backend", "cpu"],
+            "--shape",
+        ),
+        (
+            vec!["--shape", "1,2,4,4,4", "--iters", "18446744073709551615"],
+            "--iters",
+        ),
+        (
+            vec!["--shape", "1,2,4,4,4", "--iters", "100000000"],
+            "--iters",
+        ),
+    ] {
+        let (code, stderr, took) = bench_limited(&args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let line = stderr.lines().last().unwrap_or("");
+        assert!(line.contains(flag), "{args:?}: {stderr}");
+        // Not a timing target: a guard that nothing was built or uploaded first (the
+        // checks take milliseconds; building the inputs took a minute).
+        assert!(took.as_secs() < 20, "{args:?} took {took:?}");
+    }
+}

@@ -85,3 +85,34 @@ pub fn assert_bad_input(what: &str, args: &[&str], needle: &str) {
     assert!(!msg.contains("panicked"), "{what}: {msg}");
     assert!(out.stdout.is_empty(), "{what}: stdout not empty");
 }
+
+/// Runs the binary with `args` under a shell's limits, e.g. `ulimit -v 1000000` (address
+/// space in KiB) so that a read or allocation that should not happen fails the test
+/// instead of filling the machine.
+pub fn cli_limited(limits: &str, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("{limits}; exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_wgpu-attention"))
+        .args(args)
+        .output()
+        .expect("start wgpu-attention")
+}
+
+/// As [`assert_bad_input`], for the output of a run already made.
+pub fn assert_bad_input_output(what: &str, out: &Output, needle: &str) {
+    let msg = stderr_of(out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{what}: exit {:?}, stderr: {msg}",
+        out.status
+    );
+    assert_eq!(msg.lines().count(), 1, "{what}: want one line, got: {msg}");
+    assert!(msg.starts_with("error: "), "{what}: {msg}");
+    assert!(
+        msg.contains(needle),
+        "{what}: {msg:?} does not name {needle}"
+    );
+    assert!(out.stdout.is_empty(), "{what}: stdout not empty");
+}

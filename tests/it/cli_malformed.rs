@@ -5,7 +5,7 @@
 
 use std::process::Output;
 
-use crate::cli_common::{cli, stderr_of, TempDir};
+use crate::cli_common::{assert_bad_input_output, cli, cli_limited, stderr_of, TempDir};
 
 /// A `.npy` file: magic, version, header length (as given, or the true one), the
 /// header text padded NumPy's way, then `data`.
@@ -281,4 +281,128 @@ fn well_formed_variants_are_read() {
         let o = inputs.run_with_k(bytes);
         assert_eq!(o.status.code(), Some(0), "{what}: {}", stderr_of(&o));
     }
+}
+
+/// A file of `header` followed by a hole up to `len` bytes: a huge file made instantly.
+fn sparse(dir: &TempDir, name: &str, header: &[u8], len: u64) -> String {
+    let path = dir.raw(name, header);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len).unwrap();
+    path
+}
+
+/// Every input flag, given `/dev/zero` or a 3 GB file whose header promises 448 bytes,
+/// is refused from its header under a 1 GB address-space limit: nothing is read whole.
+#[test]
+fn unbounded_inputs_are_refused_before_reading() {
+    let dir = TempDir::new("unbounded");
+    let k = dir.raw("k.npy", &k_npy((1, 0), None));
+    let q = dir.raw(
+        "q.npy",
+        &npy(
+            (1, 0),
+            &dict("'<f4'", "False", "(1, 2, 5, 8)"),
+            &f32_data(80),
+            None,
+        ),
+    );
+    let huge = sparse(&dir, "huge.npy", &k_npy((1, 0), None), 3 << 30);
+    let st_header = concat!(
+        r#"{"in_proj_weight":{"dtype":"F32","shape":[6,2],"data_offsets":[0,48]},"#,
+        r#""out_proj.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[48,64]}}"#
+    )
+    .as_bytes();
+    let mut st = (st_header.len() as u64).to_le_bytes().to_vec();
+    st.extend(st_header);
+    let huge_st = sparse(&dir, "huge.safetensors", &st, 3 << 30);
+    let out = dir.arg("out.npy");
+    let limit = "ulimit -v 1000000";
+    for bad in ["/dev/zero", huge.as_str()] {
+        let run = |flag: &str, extra: &[&str]| {
+            let mut args = vec!["run", "--q", &q, "--k", &k, "--v", &k, "--out", &out];
+            args.extend(extra);
+            if let Some(i) = args.iter().position(|a| *a == flag) {
+                args[i + 1] = bad;
+            } else {
+                args.extend([flag, bad]);
+            }
+            (format!("run {flag} {bad}"), cli_limited(limit, &args))
+        };
+        for flag in ["--q", "--k", "--v", "--mask", "--kv-lens"] {
+            let (what, output) = run(flag, &["--backend", "cpu"]);
+            assert_bad_input_output(&what, &output, flag);
+        }
+    }
+    let x = dir.raw(
+        "x.npy",
+        &npy(
+            (1, 0),
+            &dict("'<f4'", "False", "(1, 3, 2)"),
+            &f32_data(6),
+            None,
+        ),
+    );
+    for (flag, bad) in [
+        ("--weights", "/dev/zero"),
+        ("--weights", huge_st.as_str()),
+        ("--x", "/dev/zero"),
+        ("--x", huge.as_str()),
+        ("--kv", "/dev/zero"),
+        ("--key-padding-mask", "/dev/zero"),
+        ("--key-padding-mask", huge.as_str()),
+    ] {
+        let st = dir.raw("w.safetensors", &{
+            let mut f = st.clone();
+            f.resize(f.len() + 64, 0);
+            f
+        });
+        let mut args = vec![
+            "mha",
+            "--weights",
+            &st,
+            "--x",
+            &x,
+            "--heads",
+            "1",
+            "--out",
+            &out,
+        ];
+        if let Some(i) = args.iter().position(|a| *a == flag) {
+            args[i + 1] = bad;
+        } else {
+            args.extend([flag, bad]);
+        }
+        args.extend(["--backend", "cpu"]);
+        let output = cli_limited(limit, &args);
+        assert_bad_input_output(&format!("mha {flag} {bad}"), &output, flag);
+    }
+    // The message says why.
+    let output = cli_limited(
+        limit,
+        &[
+            "run",
+            "--q",
+            "/dev/zero",
+            "--k",
+            &k,
+            "--v",
+            &k,
+            "--out",
+            &out,
+        ],
+    );
+    assert!(
+        stderr_of(&output).contains("not a regular file"),
+        "{}",
+        stderr_of(&output)
+    );
+    let output = cli_limited(
+        limit,
+        &["run", "--q", &huge, "--k", &k, "--v", &k, "--out", &out],
+    );
+    assert!(
+        stderr_of(&output).contains("than the 576 its header promises"),
+        "{}",
+        stderr_of(&output)
+    );
 }

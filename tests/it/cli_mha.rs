@@ -260,3 +260,84 @@ fn bad_inputs_exit_2_naming_the_flag() {
         assert_bad_input("x width", &args, "--x");
     }
 }
+
+/// Attention weights too large for the device or for memory blame `--attn-weights`,
+/// not the weights file, on both backends.
+#[test]
+fn attention_weights_too_large_name_attn_weights() {
+    let dir = TempDir::new("mha-attn-too-large");
+    let w = dir.raw(
+        "w.safetensors",
+        &safetensors(&[("in_proj_weight", &[6, 2]), ("out_proj.weight", &[2, 2])]),
+    );
+    // (1, 1, L, L) weights: 6.4 GB in f32 (beyond one device buffer), 4 TB at L = 2^20.
+    for (backend, len) in [("gpu", 40_000), ("cpu", 1 << 20)] {
+        let x = dir.npy(
+            &format!("x-{backend}.npy"),
+            &Array3::<f32>::zeros((1, len, 2)),
+        );
+        let (out, a) = (dir.arg("y.npy"), dir.arg("a.npy"));
+        let args = [
+            "mha",
+            "--weights",
+            &w,
+            "--x",
+            &x,
+            "--heads",
+            "1",
+            "--out",
+            &out,
+            "--attn-weights",
+            &a,
+            "--backend",
+            backend,
+        ];
+        assert_bad_input(backend, &args, "--attn-weights");
+    }
+}
+
+/// A whole model's state dict: --prefix picks the layer; a wrong prefix or a missing
+/// tensor lists the names the file holds.
+#[test]
+fn prefix_selects_a_layer_and_missing_names_list_what_was_found() {
+    let dir = TempDir::new("mha-prefix");
+    let p = "encoder.layers.0.self_attn.";
+    let w = dir.raw(
+        "model.safetensors",
+        &safetensors(&[
+            (&format!("{p}in_proj_weight"), &[18, 6]),
+            (&format!("{p}out_proj.weight"), &[6, 6]),
+            ("encoder.norm.weight", &[6]),
+        ]),
+    );
+    let x = dir.npy("x.npy", &Array3::<f32>::zeros((1, 4, 6)));
+    let out = dir.arg("y.npy");
+    let base = [
+        "mha",
+        "--weights",
+        &w,
+        "--x",
+        &x,
+        "--heads",
+        "3",
+        "--out",
+        &out,
+        "--backend",
+        "cpu",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--prefix", p]);
+    assert_success("--prefix", &cli(&args));
+    assert_bad_input(
+        "no prefix",
+        &base,
+        "the file holds encoder.layers.0.self_attn.in_proj_weight",
+    );
+    let mut args = base.to_vec();
+    args.extend(["--prefix", "decoder."]);
+    assert_bad_input(
+        "wrong prefix",
+        &args,
+        "--prefix: no tensor name starts with",
+    );
+}

@@ -9,6 +9,8 @@ mod cli_bench;
 mod cli_common;
 mod cli_malformed;
 mod cli_mha;
+mod cli_outputs;
+mod cli_random_args;
 mod common;
 mod concurrency;
 mod context;

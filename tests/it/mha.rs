@@ -577,3 +577,52 @@ fn tensors_beyond_one_binding_are_too_large() {
         "{e}"
     );
 }
+
+/// Weights that memory cannot hold are a typed error naming `attn_weights` on the CPU
+/// reference, which otherwise holds one row of logits at a time.
+#[test]
+fn cpu_attention_weights_beyond_memory_are_too_large() {
+    let w = weights(131, (2, 2), (1, 1), false);
+    let x = array3(132, (1, 1 << 20, 2));
+    let opts = MhaOptions {
+        weights: HeadWeights::Averaged,
+        ..Default::default()
+    };
+    let e = mha_cpu(&w, x.view(), None, &opts).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AttentionError::TooLarge {
+                arg: "attn_weights",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// The attention weights of the layer are blamed as `attn_weights`, not as the layer's
+/// weights file.
+#[test]
+fn gpu_attention_weights_beyond_the_device_name_attn_weights() {
+    let ctx = GpuContext::new().unwrap();
+    let w = weights(133, (2, 2), (1, 1), true);
+    let gw = MhaGpuWeights::upload(&ctx, &w).unwrap();
+    // (1, 1, L, L) f32 weights of 6.4 GB: beyond max_buffer_size on every adapter.
+    let x = array3(134, (1, 40_000, 2));
+    let opts = MhaOptions {
+        weights: HeadWeights::PerHead,
+        ..Default::default()
+    };
+    let e = mha(&ctx, &gw, x.view(), None, &opts).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            AttentionError::TooLarge {
+                arg: "attn_weights",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}

@@ -7,6 +7,11 @@
 #[path = "../../src/cli/exit.rs"]
 mod exit;
 
+/// The bounded reads the reader uses.
+#[allow(dead_code)]
+#[path = "../../src/cli/io/mod.rs"]
+mod io;
+
 /// The reader, compiled from the command line's source.
 #[allow(dead_code)]
 #[path = "../../src/cli/npy.rs"]

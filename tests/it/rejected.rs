@@ -76,6 +76,15 @@ fn error_for(case: &str) -> AttentionError {
             };
             rejected_alike(&q, &k, &k, &opts)
         }
+        "mask value" => {
+            let mut m = ArrayD::<f32>::zeros(IxDyn(&[5, 7]));
+            m[[1, 0]] = f32::INFINITY;
+            let opts = AttentionOptions {
+                mask: Some(Mask::Additive(m.view())),
+                ..d
+            };
+            rejected_alike(&q, &k, &k, &opts)
+        }
         "key lengths count" => rejected_alike(
             &q,
             &k,
@@ -188,4 +197,33 @@ fn every_row_of_the_readme_table_holds() {
         );
         assert!(e.is_input_error(), "{case}: {e} is an input error");
     }
+}
+
+/// The CPU reference holds only the outputs asked for; weights that memory cannot hold
+/// are a typed error, not an abort.
+#[test]
+fn cpu_weights_beyond_memory_are_too_large() {
+    let q = ndarray::Array4::<f32>::zeros((1, 1, 1 << 20, 1));
+    let opts = AttentionOptions {
+        return_weights: true,
+        ..Default::default()
+    };
+    let e = attention_cpu(q.view(), q.view(), q.view(), &opts).unwrap_err();
+    assert!(
+        matches!(e, AttentionError::TooLarge { arg: "weights", .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn validate_refuses_element_counts_that_overflow() {
+    let big = usize::MAX / 2;
+    let e = validate(
+        &[big, 4, 1, 1],
+        &[big, 4, 1, 1],
+        &[big, 4, 1, 1],
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, AttentionError::TooLarge { .. }), "{e}");
 }

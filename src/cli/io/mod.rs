@@ -1,0 +1,5 @@
+//! Files in and out, safely: reads bounded by what a file's header promises, and
+//! outputs that appear all together or not at all.
+
+pub mod output;
+pub mod read;

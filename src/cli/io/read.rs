@@ -1,0 +1,107 @@
+//! Reading an input file only after its header has said how long it must be.
+//!
+//! A path that is not a regular file (`/dev/zero`, a FIFO, a directory) is refused
+//! before reading, and so is a file that holds more or fewer bytes than its header
+//! promises: nothing is read whole, and nothing is allocated, on the strength of a file
+//! that cannot be what it claims. The buffer for the whole file is reserved fallibly.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use super::super::exit::CliError;
+
+/// Reads `path` whole, once `promised` has read its header (from a reader bounded by
+/// the file's length) and returned the file length the header promises, in bytes.
+/// `promised` returns a message for a header it cannot accept.
+///
+/// # Errors
+/// [`CliError::Input`] naming `flag`: the path cannot be opened, is not a regular file,
+/// has a bad header, or holds more or fewer bytes than promised; or there is not memory
+/// for it.
+pub fn read_bounded(
+    flag: &'static str,
+    path: &Path,
+    promised: impl FnOnce(&mut dyn Read) -> Result<u64, String>,
+) -> Result<Vec<u8>, CliError> {
+    let shown = path.display();
+    let fail = |msg: String| CliError::input(flag, format!("{shown}: {msg}"));
+    let file =
+        File::open(path).map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file".into()));
+    }
+    let len = meta.len();
+    let want = {
+        let mut header = std::io::BufReader::new(&file).take(len);
+        promised(&mut header).map_err(fail)?
+    };
+    if want != len {
+        let (more, n) = if len > want {
+            ("more", len - want)
+        } else {
+            ("fewer", want - len)
+        };
+        return Err(fail(format!(
+            "the file holds {len} bytes, {n} {more} than the {want} its header promises"
+        )));
+    }
+    let mut bytes = Vec::new();
+    let size = usize::try_from(len).map_err(|_| fail(format!("{len} bytes is too large")))?;
+    bytes
+        .try_reserve_exact(size)
+        .map_err(|_| fail(format!("not enough memory to read its {len} bytes")))?;
+    let mut file = &file;
+    file.seek(SeekFrom::Start(0))
+        .and_then(|_| file.take(len.saturating_add(1)).read_to_end(&mut bytes))
+        .map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 != len {
+        return Err(fail("the file changed while it was read".into()));
+    }
+    Ok(bytes)
+}
+
+/// Reads exactly `n` bytes of a header, refusing a file that ends first.
+pub fn read_header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    r.take(n)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {what}: {e}"))?;
+    if (buf.len() as u64) < n {
+        return Err(format!("the file ends inside {what}"));
+    }
+    Ok(buf)
+}
+
+/// The length a `.safetensors` file's header promises: 8 bytes of header size, the JSON
+/// header, and the data up to the largest end offset of any tensor.
+pub fn safetensors_len(r: &mut dyn Read) -> Result<u64, String> {
+    // safetensors' own limit on the header (MAX_HEADER_SIZE).
+    const MAX_HEADER: u64 = 100_000_000;
+    let size = read_header_bytes(r, 8, "the header size")?;
+    let n = u64::from_le_bytes(size.try_into().unwrap_or_default());
+    if n > MAX_HEADER {
+        return Err(format!(
+            "not a valid safetensors file: a header of {n} bytes (at most {MAX_HEADER})"
+        ));
+    }
+    let header = read_header_bytes(r, n, "the header")?;
+    let json: serde_json::Value = serde_json::from_slice(&header)
+        .map_err(|e| format!("not a valid safetensors file: header: {e}"))?;
+    let tensors = json
+        .as_object()
+        .ok_or("not a valid safetensors file: the header is not a JSON object")?;
+    let mut end = 0u64;
+    for (name, info) in tensors.iter().filter(|(name, _)| *name != "__metadata__") {
+        let offsets = info.get("data_offsets").and_then(|o| o.as_array());
+        let stop = offsets
+            .and_then(|o| o.get(1))
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| format!("not a valid safetensors file: {name} has no data_offsets"))?;
+        end = end.max(stop);
+    }
+    Ok(8u64.saturating_add(n).saturating_add(end))
+}
