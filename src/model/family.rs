@@ -9,15 +9,16 @@ use super::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo
 use crate::GpuContext;
 
 /// A loaded model of either family.
+/// Boxed: a model's struct is large and the two families' sizes differ.
 pub enum Model {
-    Bert(BertModel),
-    Llama(LlamaModel),
+    Bert(Box<BertModel>),
+    Llama(Box<LlamaModel>),
 }
 
 /// A model's weights on one device.
 pub enum ModelGpu {
-    Bert(BertGpu),
-    Llama(LlamaGpu),
+    Bert(Box<BertGpu>),
+    Llama(Box<LlamaGpu>),
 }
 
 impl Model {
@@ -27,13 +28,13 @@ impl Model {
     /// [`ModelError::Io`] when the path is neither, and every error of the family's loader.
     pub fn load(path: &Path) -> Result<Self, ModelError> {
         if path.is_dir() {
-            return Ok(Self::Bert(BertModel::load(path)?));
+            return Ok(Self::Bert(Box::new(BertModel::load(path)?)));
         }
         let gguf = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
         if gguf {
-            return Ok(Self::Llama(LlamaModel::load(path)?));
+            return Ok(Self::Llama(Box::new(LlamaModel::load(path)?)));
         }
         let detail = if path.exists() {
             "neither a model directory (BERT) nor a .gguf file (llama)"
@@ -109,8 +110,8 @@ impl Model {
     /// The family's upload errors.
     pub fn upload(&self, ctx: &GpuContext) -> Result<ModelGpu, ModelError> {
         Ok(match self {
-            Self::Bert(m) => ModelGpu::Bert(m.upload(ctx)?),
-            Self::Llama(m) => ModelGpu::Llama(m.upload(ctx)?),
+            Self::Bert(m) => ModelGpu::Bert(Box::new(m.upload(ctx)?)),
+            Self::Llama(m) => ModelGpu::Llama(Box::new(m.upload(ctx)?)),
         })
     }
 }

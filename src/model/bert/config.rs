@@ -76,7 +76,7 @@ impl BertConfig {
                 ));
             }
         }
-        if self.hidden_size % self.num_attention_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(ModelError::format(
                 "config.json",
                 format!(
