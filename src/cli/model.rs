@@ -91,7 +91,12 @@ pub enum ModelCommand {
         #[arg(long, value_name = "N")]
         max_new_tokens: usize,
         /// Sampling temperature; 0 (the default) picks the most likely token.
-        #[arg(long, value_name = "T", default_value_t = 0.0)]
+        #[arg(
+            long,
+            value_name = "T",
+            default_value_t = 0.0,
+            allow_negative_numbers = true
+        )]
         temperature: f32,
         /// Sample among the K most likely tokens only (0 = all).
         #[arg(long, value_name = "K", default_value_t = 0)]

@@ -117,6 +117,19 @@ impl BertWeights {
             prefix: if prefixed { "bert." } else { "" },
         };
         let (h, i) = (c.hidden_size, c.intermediate_size);
+        // In file order of a BertModel checkpoint, so the first missing tensor is named.
+        let word = r.matrix("embeddings.word_embeddings.weight", c.vocab_size, h)?;
+        let position = r.matrix(
+            "embeddings.position_embeddings.weight",
+            c.max_position_embeddings,
+            h,
+        )?;
+        let token_type = r.matrix(
+            "embeddings.token_type_embeddings.weight",
+            c.type_vocab_size,
+            h,
+        )?;
+        let embed_norm = r.norm("embeddings.LayerNorm", h)?;
         let layers = (0..c.num_hidden_layers)
             .map(|n| {
                 let p = format!("encoder.layer.{n}.");
@@ -133,18 +146,10 @@ impl BertWeights {
             })
             .collect::<Result<Vec<_>, ModelError>>()?;
         Ok(Self {
-            word: r.matrix("embeddings.word_embeddings.weight", c.vocab_size, h)?,
-            position: r.matrix(
-                "embeddings.position_embeddings.weight",
-                c.max_position_embeddings,
-                h,
-            )?,
-            token_type: r.matrix(
-                "embeddings.token_type_embeddings.weight",
-                c.type_vocab_size,
-                h,
-            )?,
-            embed_norm: r.norm("embeddings.LayerNorm", h)?,
+            word,
+            position,
+            token_type,
+            embed_norm,
             layers,
         })
     }
