@@ -63,6 +63,10 @@ pub enum ModelCommand {
         /// Where to compute: the GPU kernels or the float64 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
+        /// Run the forward pass N more times and report their median time (the first
+        /// run builds the GPU pipelines).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        repeat: usize,
     },
     /// The most likely next tokens after a text, with their probabilities (causal models).
     Next {
@@ -185,7 +189,8 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             out,
             tokens_out,
             backend,
-        } => attention(model, text, out, tokens_out.as_deref(), *backend),
+            repeat,
+        } => attention(model, text, (out, tokens_out.as_deref()), *backend, *repeat),
         ModelCommand::Next {
             model,
             text,
@@ -250,25 +255,57 @@ fn info(model: &Model) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Seconds since `start`.
+fn since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64()
+}
+
 fn attention(
     model: &ModelArg,
     text: &TextArg,
-    out: &Path,
-    tokens_out: Option<&Path>,
+    (out, tokens_out): (&Path, Option<&Path>),
     backend: Backend,
+    repeat: usize,
 ) -> Result<(), CliError> {
     check_dir("--out", out)?;
     if let Some(p) = tokens_out {
         check_dir("--tokens-out", p)?;
     }
-    let model = load(model)?;
-    let tokens = tokens(&model, text)?;
-    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
     let start = Instant::now();
-    let result = forward(&model, &ids, true, backend)?;
-    let seconds = start.elapsed().as_secs_f64();
+    let model = load(model)?;
+    let load_s = since(start);
+    let start = Instant::now();
+    let tokens = tokens(&model, text)?;
+    let tokenize_s = since(start);
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let mut times = Vec::new();
+    let (result, upload_s) = match backend {
+        Backend::Cpu => {
+            let mut result = None;
+            for _ in 0..=repeat {
+                let start = Instant::now();
+                result = Some(model.forward_cpu(&ids, true).map_err(to_cli)?);
+                times.push(since(start));
+            }
+            (result, 0.0)
+        }
+        Backend::Gpu => {
+            let ctx = gpu()?;
+            let start = Instant::now();
+            let weights = model.upload(&ctx).map_err(to_cli)?;
+            let upload_s = since(start);
+            let mut result = None;
+            for _ in 0..=repeat {
+                let start = Instant::now();
+                let run = pollster::block_on(weights.forward(&ctx, &ids, true));
+                result = Some(run.map_err(to_cli)?);
+                times.push(since(start));
+            }
+            (result, upload_s)
+        }
+    };
     let probs: Array4<f32> = result
-        .attention
+        .and_then(|r| r.attention)
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
     let mut files = vec![(out, npy_bytes(&probs)?)];
     if let Some(p) = tokens_out {
@@ -283,7 +320,19 @@ fn attention(
         "{}: float32 ({l}, {h}, {n}, {n}) attention probabilities of {n} tokens",
         out.display()
     );
-    eprintln!("forward pass ({backend:?}): {seconds:.3} s");
+    let first = times.first().copied().unwrap_or_default();
+    let mut warm = times[1..].to_vec();
+    warm.sort_by(f64::total_cmp);
+    let median = warm.get(warm.len() / 2).map_or(String::new(), |m| {
+        format!(", then median {:.1} ms over {} runs", m * 1e3, warm.len())
+    });
+    eprintln!(
+        "{backend:?}: load {:.1} ms, tokenize {:.2} ms, upload {:.1} ms, forward {:.1} ms{median}",
+        load_s * 1e3,
+        tokenize_s * 1e3,
+        upload_s * 1e3,
+        first * 1e3,
+    );
     Ok(())
 }
 
