@@ -381,3 +381,32 @@ fn model_shaders_validate() {
         .unwrap_or_else(|e| panic!("{name}: invalid:\n{}", e.emit_to_string(source)));
     }
 }
+
+#[test]
+fn timed_forwards_report_every_stage_and_the_same_result() {
+    let m = model(&tiny_bert(4));
+    let gpu = m.upload(ctx()).expect("upload");
+    let ids = ids(6);
+    let (cpu, cpu_t) = m.forward_cpu_timed(&ids, true).expect("timed cpu");
+    assert_eq!(cpu.hidden, m.forward_cpu(&ids, true).unwrap().hidden);
+    let (got, gpu_t) = pollster::block_on(gpu.forward_timed(ctx(), &ids, true)).expect("timed gpu");
+    assert_close(
+        "timed gpu hidden",
+        got.hidden.as_slice().unwrap(),
+        cpu.hidden.as_slice().unwrap(),
+        1e-4,
+        1e-4,
+    );
+    for t in [&cpu_t, &gpu_t] {
+        let names: Vec<&str> = t.entries().iter().map(|(n, _)| *n).collect();
+        for stage in [
+            "embeddings + LayerNorm",
+            "q, k, v projections",
+            "attention",
+            "GELU",
+        ] {
+            assert!(names.contains(&stage), "{stage} missing from {names:?}");
+        }
+        assert!(t.total() > 0.0 && t.entries().iter().all(|(_, s)| *s >= 0.0));
+    }
+}

@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use ndarray::Array4;
 use wgpu_attention::model::{
-    resolve_model_path, ForwardOutput, GenerateOptions, Model, ModelError, Sampling, Token,
+    resolve_model_path, ForwardOutput, GenerateOptions, Model, ModelError, ModelGpu, Sampling,
+    StageTimes, Token,
 };
 use wgpu_attention::GpuContext;
 
@@ -67,6 +68,10 @@ pub enum ModelCommand {
         /// run builds the GPU pipelines).
         #[arg(long, value_name = "N", default_value_t = 0)]
         repeat: usize,
+        /// Then run one more forward pass stage by stage (each stage submitted and waited
+        /// for on its own) and report the time of each, summed over layers (BERT).
+        #[arg(long)]
+        stages: bool,
     },
     /// The most likely next tokens after a text, with their probabilities (causal models).
     Next {
@@ -190,7 +195,14 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             tokens_out,
             backend,
             repeat,
-        } => attention(model, text, (out, tokens_out.as_deref()), *backend, *repeat),
+            stages,
+        } => attention(
+            model,
+            text,
+            (out, tokens_out.as_deref()),
+            *backend,
+            (*repeat, *stages),
+        ),
         ModelCommand::Next {
             model,
             text,
@@ -255,6 +267,14 @@ fn info(model: &Model) -> Result<(), CliError> {
     Ok(())
 }
 
+/// One stderr line per stage, in milliseconds.
+fn print_stages(backend: Backend, t: &StageTimes) {
+    for (stage, seconds) in t.entries() {
+        eprintln!("{backend:?} stage {stage}: {:.2} ms", seconds * 1e3);
+    }
+    eprintln!("{backend:?} stages total: {:.2} ms", t.total() * 1e3);
+}
+
 /// Seconds since `start`.
 fn since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64()
@@ -265,7 +285,7 @@ fn attention(
     text: &TextArg,
     (out, tokens_out): (&Path, Option<&Path>),
     backend: Backend,
-    repeat: usize,
+    (repeat, stages): (usize, bool),
 ) -> Result<(), CliError> {
     check_dir("--out", out)?;
     if let Some(p) = tokens_out {
@@ -287,6 +307,10 @@ fn attention(
                 result = Some(model.forward_cpu(&ids, true).map_err(to_cli)?);
                 times.push(since(start));
             }
+            if let (true, Model::Bert(bert)) = (stages, &model) {
+                let (_, t) = bert.forward_cpu_timed(&ids, true).map_err(to_cli)?;
+                print_stages(backend, &t);
+            }
             (result, 0.0)
         }
         Backend::Gpu => {
@@ -300,6 +324,10 @@ fn attention(
                 let run = pollster::block_on(weights.forward(&ctx, &ids, true));
                 result = Some(run.map_err(to_cli)?);
                 times.push(since(start));
+            }
+            if let (true, ModelGpu::Bert(bert)) = (stages, &weights) {
+                let run = pollster::block_on(bert.forward_timed(&ctx, &ids, true));
+                print_stages(backend, &run.map_err(to_cli)?.1);
             }
             (result, upload_s)
         }

@@ -5,6 +5,7 @@ use ndarray::{Array2, Array4, ArrayView1, ArrayView2};
 
 use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
+use crate::model::stages::Clock;
 
 /// A row-major `(rows, cols)` f64 matrix.
 struct Mat {
@@ -108,8 +109,20 @@ pub(crate) struct CpuForward {
     pub attention: Option<Array4<f32>>,
 }
 
-/// Runs the encoder over `ids` (already checked against the vocabulary and positions).
-pub(crate) fn forward(w: &BertWeights, c: &BertConfig, ids: &[u32], attention: bool) -> CpuForward {
+/// Runs the encoder over `ids` (already checked against the vocabulary and positions),
+/// charging each stage to `clock` when there is one.
+pub(crate) fn forward(
+    w: &BertWeights,
+    c: &BertConfig,
+    ids: &[u32],
+    attention: bool,
+    mut clock: Option<&mut Clock>,
+) -> CpuForward {
+    let mut lap = |stage: &'static str| {
+        if let Some(c) = clock.as_deref_mut() {
+            c.lap(stage);
+        }
+    };
     let (l, h, heads, dim) = (
         ids.len(),
         c.hidden_size,
@@ -132,6 +145,7 @@ pub(crate) fn forward(w: &BertWeights, c: &BertConfig, ids: &[u32], attention: b
     }
     let eps = c.layer_norm_eps;
     let mut x = add_norm(&x, None, &w.embed_norm, eps);
+    lap("embeddings + LayerNorm");
     let mut probs = attention.then(|| Array4::<f32>::zeros((w.layers.len(), heads, l, l)));
     let scale = 1.0 / (dim as f64).sqrt();
     for (n, layer) in w.layers.iter().enumerate() {
@@ -140,6 +154,7 @@ pub(crate) fn forward(w: &BertWeights, c: &BertConfig, ids: &[u32], attention: b
             dense(&x, &layer.key),
             dense(&x, &layer.value),
         );
+        lap("q, k, v projections");
         let mut ctx = Mat {
             rows: l,
             cols: h,
@@ -171,12 +186,17 @@ pub(crate) fn forward(w: &BertWeights, c: &BertConfig, ids: &[u32], attention: b
                 }
             }
         }
+        lap("attention");
         let a = dense(&ctx, &layer.attn_out);
         x = add_norm(&a, Some(&x), &layer.attn_norm, eps);
+        lap("output projection + residual + LayerNorm");
         let mut f = dense(&x, &layer.intermediate);
+        lap("intermediate dense");
         f.data.iter_mut().for_each(|v| *v = gelu(*v));
+        lap("GELU");
         let f = dense(&f, &layer.output);
         x = add_norm(&f, Some(&x), &layer.out_norm, eps);
+        lap("output dense + residual + LayerNorm");
     }
     let hidden = Array2::from_shape_vec((l, h), x.data).unwrap_or_else(|_| Array2::zeros((l, h)));
     CpuForward {

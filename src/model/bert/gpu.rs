@@ -9,8 +9,9 @@ use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
     read_tensors, record_add_norm, record_embed, record_gelu, record_linear, submit, upload_ids,
-    AddNorm, Embed, HeadLayout, Linear,
+    wait_idle, AddNorm, Embed, HeadLayout, Linear,
 };
+use crate::model::stages::Clock;
 use crate::model::ModelError;
 use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
 
@@ -126,14 +127,37 @@ impl Scratch {
     }
 }
 
+/// With a clock: submits what `encoder` holds, waits for the device, and charges the time
+/// to `stage`. Without one: nothing (the work stays in the encoder).
+async fn lap(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    clock: &mut Option<&mut Clock>,
+    stage: &'static str,
+) -> Result<(), ModelError> {
+    let Some(clock) = clock.as_deref_mut() else {
+        return Ok(());
+    };
+    let done = std::mem::replace(
+        encoder,
+        ctx.device().create_command_encoder(&Default::default()),
+    );
+    submit(ctx, done, stage).await?;
+    wait_idle(ctx)?;
+    clock.lap(stage);
+    Ok(())
+}
+
 /// Runs the encoder; returns the last hidden state `(L, hidden)` and, when asked, the
-/// attention probabilities `(layers, heads, L, L)`. `ids` are already checked.
+/// attention probabilities `(layers, heads, L, L)`. `ids` are already checked. With a
+/// clock, each stage is submitted and timed on its own.
 pub(crate) async fn forward(
     ctx: &GpuContext,
     c: &BertConfig,
     w: &DeviceWeights,
     ids: &[u32],
     attention: bool,
+    mut clock: Option<&mut Clock>,
 ) -> Result<(Array2<f32>, Option<Array4<f32>>), ModelError> {
     let (l, h, heads, dim) = (
         ids.len(),
@@ -175,6 +199,7 @@ pub(crate) async fn forward(
         eps,
     };
     record_add_norm(ctx, &mut encoder, &norm).await?;
+    lap(ctx, &mut encoder, &mut clock, "embeddings + LayerNorm").await?;
 
     for (n, layer) in w.layers.iter().enumerate() {
         for (d, out) in [
@@ -192,6 +217,10 @@ pub(crate) async fn forward(
             record_linear(ctx, &mut encoder, &call).await?;
         }
         submit(ctx, encoder, "embedding and projecting q, k and v").await?;
+        if let Some(clock) = clock.as_deref_mut() {
+            wait_idle(ctx)?;
+            clock.lap("q, k, v projections");
+        }
 
         let opts = AttentionOptions {
             return_weights: attention,
@@ -203,6 +232,10 @@ pub(crate) async fn forward(
             lse: None,
         };
         attention_gpu_into_async(ctx, &s.q, &s.k, &s.v, &opts, &outputs).await?;
+        if let Some(clock) = clock.as_deref_mut() {
+            wait_idle(ctx)?;
+            clock.lap("attention");
+        }
 
         encoder = ctx.device().create_command_encoder(&Default::default());
         let merge = Linear {
@@ -223,6 +256,13 @@ pub(crate) async fn forward(
             eps,
         };
         record_add_norm(ctx, &mut encoder, &norm).await?;
+        lap(
+            ctx,
+            &mut encoder,
+            &mut clock,
+            "output projection + residual + LayerNorm",
+        )
+        .await?;
         let up = Linear {
             x: ("x", &s.mid, rows(h)),
             w: ("w", &layer.intermediate.w),
@@ -231,7 +271,9 @@ pub(crate) async fn forward(
             rows: l,
         };
         record_linear(ctx, &mut encoder, &up).await?;
+        lap(ctx, &mut encoder, &mut clock, "intermediate dense").await?;
         record_gelu(ctx, &mut encoder, &s.inter, l * c.intermediate_size).await?;
+        lap(ctx, &mut encoder, &mut clock, "GELU").await?;
         let down = Linear {
             x: ("intermediate", &s.inter, rows(c.intermediate_size)),
             w: ("w", &layer.output.w),
@@ -250,6 +292,13 @@ pub(crate) async fn forward(
             eps,
         };
         record_add_norm(ctx, &mut encoder, &norm).await?;
+        lap(
+            ctx,
+            &mut encoder,
+            &mut clock,
+            "output dense + residual + LayerNorm",
+        )
+        .await?;
     }
     submit(ctx, encoder, "running the encoder layers").await?;
 
@@ -265,5 +314,8 @@ pub(crate) async fn forward(
     } else {
         None
     };
+    if let Some(clock) = clock {
+        clock.lap("readback");
+    }
     Ok((hidden, attention))
 }

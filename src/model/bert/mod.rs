@@ -22,6 +22,10 @@ use tokenizer::BertTokenizer;
 use weights::BertWeights;
 
 use crate::model::files::{read_bounded, sha256_hex};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::model::stages::Clock;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::model::StageTimes;
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
@@ -180,12 +184,40 @@ impl BertModel {
     /// vocabulary.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
         check_ids(&self.config, ids)?;
-        let out = cpu::forward(&self.weights, &self.config, ids, attention);
+        let out = cpu::forward(&self.weights, &self.config, ids, attention, None);
         Ok(ForwardOutput {
             attention: out.attention,
             hidden: out.hidden.mapv(|v| v as f32),
             logits: None,
         })
+    }
+
+    /// [`BertModel::forward_cpu`] with the time of each stage, summed over layers.
+    /// Native only.
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_cpu`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn forward_cpu_timed(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<(ForwardOutput, StageTimes), ModelError> {
+        check_ids(&self.config, ids)?;
+        let mut clock = Clock::start();
+        let out = cpu::forward(
+            &self.weights,
+            &self.config,
+            ids,
+            attention,
+            Some(&mut clock),
+        );
+        let output = ForwardOutput {
+            attention: out.attention,
+            hidden: out.hidden.mapv(|v| v as f32),
+            logits: None,
+        };
+        Ok((output, clock.times))
     }
 
     /// An encoder does not generate: always [`ModelError::Input`] naming `--model`.
@@ -227,12 +259,43 @@ impl BertGpu {
     ) -> Result<ForwardOutput, ModelError> {
         check_ids(&self.config, ids)?;
         let (hidden, attention) =
-            gpu::forward(ctx, &self.config, &self.weights, ids, attention).await?;
+            gpu::forward(ctx, &self.config, &self.weights, ids, attention, None).await?;
         Ok(ForwardOutput {
             attention,
             hidden,
             logits: None,
         })
+    }
+
+    /// [`BertGpu::forward`] with the time of each stage, summed over layers: each stage
+    /// is submitted and waited for on its own. Native only (the browser cannot wait).
+    ///
+    /// # Errors
+    /// As [`BertGpu::forward`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub async fn forward_timed(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<(ForwardOutput, StageTimes), ModelError> {
+        check_ids(&self.config, ids)?;
+        let mut clock = Clock::start();
+        let (hidden, attention) = gpu::forward(
+            ctx,
+            &self.config,
+            &self.weights,
+            ids,
+            attention,
+            Some(&mut clock),
+        )
+        .await?;
+        let output = ForwardOutput {
+            attention,
+            hidden,
+            logits: None,
+        };
+        Ok((output, clock.times))
     }
 
     /// An encoder does not generate: always [`ModelError::Input`] naming `--model`.

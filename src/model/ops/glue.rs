@@ -92,3 +92,18 @@ pub(crate) async fn read_tensors(
         .collect();
     crate::gpu::readback::read_ranges(ctx, &ranges).await
 }
+
+/// Blocks until the device has finished everything submitted (stage timing only).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn wait_idle(ctx: &GpuContext) -> Result<()> {
+    ctx.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| ctx.device_error(format!("waiting for the device: {e}")))
+}
+
+/// The browser cannot block; stage timing does not run there.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn wait_idle(_ctx: &GpuContext) -> Result<()> {
+    Ok(())
+}

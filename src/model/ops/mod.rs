@@ -11,5 +11,7 @@ mod source;
 pub(crate) use add_norm::{record_add_norm, AddNorm};
 pub(crate) use embed::{record_embed, Embed};
 pub(crate) use gelu::record_gelu;
-pub(crate) use glue::{read_tensors, record_linear, submit, upload_ids, HeadLayout, Linear};
+pub(crate) use glue::{
+    read_tensors, record_linear, submit, upload_ids, wait_idle, HeadLayout, Linear,
+};
 pub use source::MODEL_SHADER_SOURCES;
