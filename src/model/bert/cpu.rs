@@ -70,9 +70,9 @@ fn add_norm(x: &Mat, residual: Option<&Mat>, n: &Norm, eps: f64) -> Mat {
     }
 }
 
-/// The error function to double precision (W. J. Cody's rational approximations, as
-/// in most libm implementations, are replaced here by the series and continued fraction
-/// that converge fast on each side of 2.5; both are exact to ~1e-16 in f64).
+/// The error function to about 1e-15: its Maclaurin series below 2.5 (where the terms
+/// shrink fast enough to lose under two digits to cancellation), the continued fraction
+/// of erfc above (which converges fast there). `std` has no `erf`.
 pub(crate) fn erf(x: f64) -> f64 {
     let a = x.abs();
     let r = if a < 2.5 {

@@ -58,7 +58,7 @@ pub(crate) async fn record_add_norm(
     n: &AddNorm<'_>,
 ) -> Result<()> {
     let cols = n.gamma.len();
-    let need = n.rows * cols;
+    let need = n.rows.saturating_mul(cols);
     let small = [Some(n.x), n.residual, Some(n.y)]
         .into_iter()
         .flatten()

@@ -66,7 +66,11 @@ pub(crate) async fn record_embed(
     else {
         return Err(AttentionError::shape("embeddings", "tables must be rank 2"));
     };
-    if hp != hidden || ht != hidden || e.rows > positions || e.out.len() < e.rows * hidden {
+    if hp != hidden
+        || ht != hidden
+        || e.rows > positions
+        || e.out.len() < e.rows.saturating_mul(hidden)
+    {
         return Err(AttentionError::shape(
             "embeddings",
             format!(
@@ -79,14 +83,17 @@ pub(crate) async fn record_embed(
             ),
         ));
     }
-    let elements = e.rows as u64 * hidden as u64;
+    // The kernel's element index is 32-bit.
+    let elements = u64::from(u32_of(
+        "out",
+        e.rows.checked_mul(hidden).unwrap_or(usize::MAX),
+    )?);
     let params = EmbedParams {
         rows: u32_of("ids", e.rows)?,
         hidden: u32_of("hidden", hidden)?,
         vocab: u32_of("vocab", vocab)?,
         first_position: 0,
     };
-    u32_of("out", elements as usize)?;
     let params = uniform(ctx, "wgpu-attention embed params", &params)?;
     let resources = vec![
         params.as_entire_binding(),
