@@ -32,6 +32,8 @@ impl StageTimes {
 /// clock, which wasm32 in the browser lacks here: there every lap is free and records
 /// nothing.
 pub(crate) struct Clock {
+    // Read by the native-only timed forward passes.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub times: StageTimes,
     #[cfg(not(target_arch = "wasm32"))]
     last: std::time::Instant,
