@@ -84,10 +84,7 @@ pub(crate) async fn record_embed(
         ));
     }
     // The kernel's element index is 32-bit.
-    let elements = u64::from(u32_of(
-        "out",
-        e.rows.checked_mul(hidden).unwrap_or(usize::MAX),
-    )?);
+    let elements = u64::from(u32_of("out", e.rows.saturating_mul(hidden))?);
     let params = EmbedParams {
         rows: u32_of("ids", e.rows)?,
         hidden: u32_of("hidden", hidden)?,
