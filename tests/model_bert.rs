@@ -410,3 +410,40 @@ fn timed_forwards_report_every_stage_and_the_same_result() {
         assert!(t.total() > 0.0 && t.entries().iter().all(|(_, s)| *s >= 0.0));
     }
 }
+
+/// Binding indices, their access and the params struct size agree between each launcher
+/// and its WGSL, read from the shader by naga.
+#[test]
+fn model_kernel_layouts_match_their_wgsl() {
+    use naga::{AddressSpace, StorageAccess};
+    let layouts = wgpu_attention::model::model_kernel_layouts();
+    assert_eq!(layouts.len(), MODEL_SHADER_SOURCES.len());
+    for (name, source, params_bytes, bindings) in layouts {
+        let module = naga::front::wgsl::parse_str(source).expect("parses");
+        let mut found = vec![None; bindings.len()];
+        for (_, var) in module.global_variables.iter() {
+            let Some(slot) = &var.binding else { continue };
+            assert_eq!(slot.group, 0, "{name}");
+            let i = slot.binding as usize;
+            assert!(
+                i < bindings.len(),
+                "{name}: binding {i} unknown to the launcher"
+            );
+            let kind = match var.space {
+                AddressSpace::Uniform => {
+                    let size = module.types[var.ty].inner.size(module.to_ctx()) as usize;
+                    assert_eq!(size, params_bytes, "{name}: params struct size");
+                    "uniform"
+                }
+                AddressSpace::Storage { access } if access.contains(StorageAccess::STORE) => {
+                    "read_write"
+                }
+                AddressSpace::Storage { .. } => "read",
+                other => panic!("{name}: binding {i} in {other:?}"),
+            };
+            found[i] = Some(kind);
+        }
+        let found: Vec<&str> = found.into_iter().map(|k| k.unwrap_or("missing")).collect();
+        assert_eq!(found, bindings, "{name}: bindings");
+    }
+}

@@ -8,7 +8,7 @@ use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, x, residual, gamma, beta, y.
-const SPEC: KernelSpec = KernelSpec {
+pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_add_norm",
     source: source::ADD_NORM,
     bindings: &[
@@ -25,7 +25,7 @@ const SPEC: KernelSpec = KernelSpec {
 /// Must match the WGSL struct `AddNorm` in add_norm.wgsl.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct AddNormParams {
+pub(crate) struct AddNormParams {
     rows: u32,
     cols: u32,
     has_residual: u32,

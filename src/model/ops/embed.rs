@@ -8,7 +8,7 @@ use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, ids, word, position, token_type, out.
-const SPEC: KernelSpec = KernelSpec {
+pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_embed",
     source: source::EMBED,
     bindings: &[
@@ -25,7 +25,7 @@ const SPEC: KernelSpec = KernelSpec {
 /// Must match the WGSL struct `Embed` in embed.wgsl.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct EmbedParams {
+pub(crate) struct EmbedParams {
     rows: u32,
     hidden: u32,
     vocab: u32,

@@ -8,7 +8,7 @@ use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, data.
-const SPEC: KernelSpec = KernelSpec {
+pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_gelu",
     source: source::GELU,
     bindings: &[Binding::Uniform, Binding::ReadWrite],
@@ -18,7 +18,7 @@ const SPEC: KernelSpec = KernelSpec {
 /// Must match the WGSL struct `Gelu` in gelu.wgsl.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-struct GeluParams {
+pub(crate) struct GeluParams {
     len: u32,
     _pad: [u32; 3],
 }

@@ -15,3 +15,31 @@ pub(crate) use glue::{
     read_tensors, record_linear, submit, upload_ids, wait_idle, HeadLayout, Linear,
 };
 pub use source::MODEL_SHADER_SOURCES;
+
+/// Each model kernel's name, WGSL source, the size of its params struct in bytes, and its
+/// bindings in order (`uniform`, `read` or `read_write`): what Rust and WGSL must agree
+/// on, for the reflection test.
+#[doc(hidden)]
+pub fn model_kernel_layouts() -> Vec<(&'static str, &'static str, usize, Vec<&'static str>)> {
+    use glue::{Binding, KernelSpec};
+    let describe = |spec: &KernelSpec, bytes: usize| {
+        let bindings = spec
+            .bindings
+            .iter()
+            .map(|b| match b {
+                Binding::Uniform => "uniform",
+                Binding::Read => "read",
+                Binding::ReadWrite => "read_write",
+            })
+            .collect();
+        (spec.name, spec.source, bytes, bindings)
+    };
+    vec![
+        describe(&embed::SPEC, std::mem::size_of::<embed::EmbedParams>()),
+        describe(
+            &add_norm::SPEC,
+            std::mem::size_of::<add_norm::AddNormParams>(),
+        ),
+        describe(&gelu::SPEC, std::mem::size_of::<gelu::GeluParams>()),
+    ]
+}
