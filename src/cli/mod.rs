@@ -7,6 +7,7 @@ mod demo;
 mod exit;
 mod info;
 mod mha;
+mod model;
 mod npy;
 mod run;
 
@@ -28,6 +29,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Mha(args)) => mha::run(args),
+        Some(Command::Model(cmd)) => model::run(cmd),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
