@@ -8,6 +8,9 @@
 
 #![cfg(target_arch = "wasm32")]
 
+// The tiny random BERT the native model tests build, shared with them.
+#[path = "it/bert_tiny.rs"]
+mod bert_tiny;
 // The native suite's helpers; the browser tests use only the seeded inputs and the
 // tolerance check of them.
 #[path = "it/common.rs"]
@@ -290,5 +293,42 @@ async fn fused_and_decode_paths() {
             ..Default::default()
         };
         check_requested(&format!("{path:?}"), &q, &k, &v, &opts).await;
+    }
+}
+
+// ---- BERT (model family) ----
+
+/// A tiny random BERT built in memory: tokenized by the `tokenizers` crate compiled to
+/// wasm32, run through the GPU forward pass (model kernels, linear kernel, the crate's
+/// attention) on the page's WebGPU adapter, against the float64 CPU path.
+#[wasm_bindgen_test]
+async fn tiny_bert_forward_on_webgpu() {
+    use wgpu_attention::model::bert::BertModel;
+    let ctx = ctx().await;
+    let t = bert_tiny::tiny_bert(7);
+    let model = BertModel::from_parts(t.config.as_bytes(), &t.safetensors, t.tokenizer.as_bytes())
+        .expect("tiny model");
+    let tokens = model.tokenize("The cat sat on the mat").expect("tokenize");
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    assert_eq!(ids, [2, 4, 5, 6, 7, 4, 8, 3]);
+    let gpu = model.upload(&ctx).expect("upload");
+    let got = gpu.forward(&ctx, &ids, true).await.expect("gpu forward");
+    let want = model.forward_cpu(&ids, true).expect("cpu forward");
+    let (ga, wa) = (
+        got.attention.expect("attention"),
+        want.attention.expect("attention"),
+    );
+    assert_eq!(ga.dim(), (bert_tiny::LAYERS, bert_tiny::HEADS, 8, 8));
+    for (g, w) in ga.iter().zip(wa.iter()) {
+        assert!(
+            (g - w).abs() <= 2e-4 + 1e-3 * w.abs(),
+            "attention {g} against {w}"
+        );
+    }
+    for (g, w) in got.hidden.iter().zip(want.hidden.iter()) {
+        assert!(
+            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "hidden {g} against {w}"
+        );
     }
 }

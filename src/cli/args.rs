@@ -88,6 +88,16 @@ pub enum Command {
         after_help = "Example:\n  wgpu-attention mha --weights layer.safetensors --x x.npy --heads 8 --causal --out y.npy --attn-weights a.npy"
     )]
     Mha(Box<MhaArgs>),
+    /// Real pretrained models: a Hugging Face BERT directory or a llama-family GGUF file
+    /// (`minilm` and `smollm2` name the fetched ones).
+    ///
+    /// Exit status: 0 on success, 2 on bad input (a missing or malformed file, an empty or
+    /// too long text; one line naming the flag), 1 on a device or runtime failure.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  scripts/fetch-models.sh\n  wgpu-attention model next --model smollm2 --text \"The capital of France is\""
+    )]
+    Model(super::model::ModelCommand),
 }
 
 /// The flags of `wgpu-attention mha`.

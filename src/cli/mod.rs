@@ -8,6 +8,7 @@ mod exit;
 mod info;
 mod io;
 mod mha;
+mod model;
 mod npy;
 mod progress;
 mod run;
@@ -34,6 +35,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args, quiet),
         Some(Command::Bench(args)) => bench::run(args, quiet),
         Some(Command::Mha(args)) => mha::run(args, quiet),
+        Some(Command::Model(cmd)) => model::run(cmd),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

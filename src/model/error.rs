@@ -48,7 +48,6 @@ impl ModelError {
         }
     }
 
-    #[allow(dead_code)] // the loaders' malformed-file errors
     pub(crate) fn format(what: impl Into<String>, detail: impl Into<String>) -> Self {
         Self::Format {
             what: what.into(),

@@ -8,10 +8,20 @@
 
 pub mod bert;
 mod error;
+mod family;
+mod files;
 pub mod llama;
 mod locate;
+mod ops;
+mod stages;
 mod types;
 
 pub use error::ModelError;
+pub use family::{Model, ModelGpu};
+pub use files::sha256_hex;
 pub use locate::{model_cache_dir, resolve_model_path};
+#[doc(hidden)]
+pub use ops::model_kernel_layouts;
+pub use ops::MODEL_SHADER_SOURCES;
+pub use stages::StageTimes;
 pub use types::{ForwardOutput, GenerateOptions, GenerateStats, ModelInfo, Sampling, Token};

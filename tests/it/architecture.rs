@@ -1,7 +1,8 @@
 //! The structure the code promises (docs/DESIGN.md, "Architecture"): each public entry
 //! validates its inputs once; inside `src/gpu/` no file imports a file that imports it
 //! back (directly or around a longer loop), no two files share a name, and no record
-//! function is async.
+//! function is async (there, nor in the model kernels of `src/model/`, which reach the
+//! device layer through `src/model/ops/glue.rs` alone).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -251,10 +252,15 @@ fn gpu_and_shader_file_names_are_unique() {
     }
 }
 
+fn model_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/model")
+}
+
 #[test]
 fn no_record_function_is_async() {
     let mut files = Vec::new();
     rust_files(&gpu_dir(), &mut files);
+    rust_files(&model_dir(), &mut files);
     let mut records = 0;
     for f in files {
         let source = code_only(&std::fs::read_to_string(&f).expect("source file"));
@@ -265,5 +271,23 @@ fn no_record_function_is_async() {
             f.display()
         );
     }
-    assert!(records >= 5, "found only {records} record functions");
+    assert!(records >= 8, "found only {records} record functions");
+}
+
+#[test]
+fn model_code_reaches_the_device_layer_through_glue_alone() {
+    let mut files = Vec::new();
+    rust_files(&model_dir(), &mut files);
+    let glue = model_dir().join("ops/glue.rs");
+    assert!(files.contains(&glue), "expected {}", glue.display());
+    for f in files {
+        let source = code_only(&std::fs::read_to_string(&f).expect("source file"));
+        let reaches = source.contains("crate::gpu::") || source.contains("crate::gpu;");
+        assert_eq!(
+            reaches,
+            f == glue,
+            "{}: only ops/glue.rs imports from crate::gpu",
+            f.display()
+        );
+    }
 }

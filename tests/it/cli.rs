@@ -528,7 +528,20 @@ fn demo_runs_and_checks_itself() {
 /// top-level help and `info --help` name the adapter variables.
 #[test]
 fn help_is_one_text_and_ends_with_an_example() {
-    for sub in [&[][..], &["info"], &["run"], &["bench"], &["mha"]] {
+    let subcommands: &[&[&str]] = &[
+        &[],
+        &["info"],
+        &["run"],
+        &["bench"],
+        &["mha"],
+        &["model"],
+        &["model", "info"],
+        &["model", "tokenize"],
+        &["model", "attention"],
+        &["model", "next"],
+        &["model", "generate"],
+    ];
+    for sub in subcommands.iter().copied() {
         let with = |flag: &str| {
             let mut args = sub.to_vec();
             args.push(flag);

@@ -1,14 +1,17 @@
 //! The integration tests: one binary, one module per concern, helpers shared by all.
 //! `common` (inputs, tolerances, contexts), `paths` (running one kernel path) and
-//! `cli_common` (running the binary) are the helpers; every other module is tests.
+//! `cli_common` (running the binary) are the helpers, and `bert_tiny` (a tiny random BERT
+//! built in memory) for the model tests; every other module is tests.
 
 mod architecture;
+mod bert_tiny;
 mod big_q;
 mod cli;
 mod cli_bench;
 mod cli_common;
 mod cli_malformed;
 mod cli_mha;
+mod cli_model;
 mod cli_outputs;
 mod cli_random_args;
 mod common;
@@ -23,6 +26,8 @@ mod fixtures_jax;
 mod fused;
 mod memory;
 mod mha;
+mod model_bert;
+mod model_bert_real;
 mod npy_fuzz;
 mod numerics;
 mod paths;

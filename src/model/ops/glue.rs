@@ -1,0 +1,110 @@
+//! The one file that reaches into the crate's device layer: pipelines, bind groups,
+//! uniform buffers, error scopes, readback and the dense-layer kernel. Everything else
+//! under `model` goes through the names re-exported here.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::gpu::device::buffers;
+use crate::gpu::device::readback::read_ranges;
+use crate::gpu::device::scopes::ErrorScopes;
+use crate::{GpuContext, GpuTensor};
+
+pub(crate) use crate::gpu::kernels::dispatch::range;
+pub(crate) use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
+pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
+use crate::gpu::kernels::{dispatch, pipelines};
+
+/// The pipeline of `spec` (no override constants), built once per context.
+///
+/// # Errors
+/// A device error building the pipeline.
+pub(crate) async fn pipeline(ctx: &GpuContext, spec: &KernelSpec) -> Result<Arc<KernelPipeline>> {
+    pipelines::pipeline(ctx, spec, &[]).await
+}
+
+/// A uniform buffer holding one params struct.
+pub(crate) fn uniform<T: bytemuck::Pod>(
+    ctx: &GpuContext,
+    label: &str,
+    p: &T,
+) -> Result<wgpu::Buffer> {
+    Ok(buffers::uniform_array(ctx, label, std::slice::from_ref(p))?.0)
+}
+
+/// Token ids as a storage buffer.
+pub(crate) fn upload_ids(ctx: &GpuContext, ids: &[u32]) -> Result<wgpu::Buffer> {
+    let scopes = ErrorScopes::push(ctx);
+    let buffer = buffers::with_contents(
+        ctx,
+        "wgpu-attention token ids",
+        bytemuck::cast_slice(ids),
+        wgpu::BufferUsages::STORAGE,
+    )?;
+    scopes.pop_now(ctx, "uploading token ids")?;
+    Ok(buffer)
+}
+
+/// Submits `encoder` inside error scopes, reporting a device error as `what` failing.
+pub(crate) async fn submit(
+    ctx: &GpuContext,
+    encoder: wgpu::CommandEncoder,
+    what: &str,
+) -> Result<()> {
+    ctx.check_alive()?;
+    let scopes = ErrorScopes::push(ctx);
+    ctx.queue().submit([encoder.finish()]);
+    scopes.pop(ctx, what).await
+}
+
+/// Records one compute pass running `pipe` (the kernel `name`) over `workgroups`
+/// workgroups (a 2-D grid read back linearly). Only encodes: the pipeline is built.
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+pub(crate) fn record_pass(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    (name, pipe): (&'static str, &KernelPipeline),
+    resources: Vec<wgpu::BindingResource<'_>>,
+    workgroups: u64,
+) -> Result<()> {
+    let group = dispatch::bind_group(ctx, name, &pipe.layout, resources);
+    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+        label: Some(name),
+        timestamp_writes: None,
+    });
+    dispatch::dispatch(ctx, &mut pass, (pipe, &group), workgroups, name)
+}
+
+/// Binds a whole tensor.
+pub(crate) fn whole(t: &GpuTensor) -> wgpu::BindingResource<'_> {
+    range(t.buffer(), 0, (t.len() as u64 * 4).max(4))
+}
+
+/// Reads whole tensors back with one mapping.
+pub(crate) async fn read_tensors(
+    ctx: &GpuContext,
+    tensors: &[&GpuTensor],
+) -> Result<Vec<Vec<f32>>> {
+    let ranges: Vec<_> = tensors
+        .iter()
+        .map(|t| (t.buffer(), 0, t.len() as u64 * 4))
+        .collect();
+    read_ranges(ctx, &ranges).await
+}
+
+/// Blocks until the device has finished everything submitted (stage timing only).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn wait_idle(ctx: &GpuContext) -> Result<()> {
+    ctx.device()
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| ctx.device_error(format!("waiting for the device: {e}")))
+}
+
+/// The browser cannot block; stage timing does not run there.
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn wait_idle(_ctx: &GpuContext) -> Result<()> {
+    Ok(())
+}
