@@ -541,7 +541,7 @@ fn help_is_one_text_and_ends_with_an_example() {
         &["model", "next"],
         &["model", "generate"],
     ];
-    for sub in subcommands.iter().copied() {
+    for &sub in subcommands {
         let with = |flag: &str| {
             let mut args = sub.to_vec();
             args.push(flag);
