@@ -1,0 +1,1 @@
+// tiny model tests: filled in with the GPU path
