@@ -8,7 +8,11 @@
 
 mod common;
 
+#[path = "model_llama/gguf_writer.rs"]
+mod gguf_writer;
 #[path = "model_llama/real.rs"]
 mod real;
 #[path = "model_llama/tiny.rs"]
 mod tiny;
+#[path = "model_llama/tiny_model.rs"]
+mod tiny_model;

@@ -32,10 +32,6 @@ impl CpuCache {
             len: 0,
         }
     }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
 }
 
 /// What one pass over new tokens yields.

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
-pub use gpu::LlamaGpu;
+pub use gpu::{LlamaGpu, SOURCES as SHADER_SOURCES};
 pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
 pub use weights::{LayerWeights, LlamaConfig, LlamaWeights};
 
@@ -164,65 +164,13 @@ impl LlamaModel {
         self.tokenizer.decode(ids)
     }
 
-    /// Checks a token sequence the model is to read: non-empty, every id in the
-    /// vocabulary, at most `context` tokens.
-    pub(crate) fn check_ids(&self, ids: &[u32]) -> Result<(), ModelError> {
-        if ids.is_empty() {
-            return Err(ModelError::input("--text", "gives no tokens"));
-        }
-        if ids.len() > self.config.context {
-            return Err(ModelError::input(
-                "--text",
-                format!(
-                    "{} tokens exceed the model's {} positions",
-                    ids.len(),
-                    self.config.context
-                ),
-            ));
-        }
-        if let Some(bad) = ids.iter().find(|&&i| i as usize >= self.config.vocab) {
-            return Err(ModelError::input(
-                "ids",
-                format!(
-                    "id {bad} is outside the vocabulary of {}",
-                    self.config.vocab
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// Checks a generation request: the prompt as [`LlamaModel::check_ids`], the
-    /// sampling options, and room for every new token within the context.
-    pub(crate) fn check_generate(
-        &self,
-        prompt: &[u32],
-        opts: &GenerateOptions,
-    ) -> Result<(), ModelError> {
-        self.check_ids(prompt)?;
-        sample::check(&opts.sampling)?;
-        let total = prompt.len().saturating_add(opts.max_new_tokens);
-        if total > self.config.context {
-            return Err(ModelError::input(
-                "--max-new-tokens",
-                format!(
-                    "{} prompt tokens + {} new ones exceed the model's {} positions",
-                    prompt.len(),
-                    opts.max_new_tokens,
-                    self.config.context
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// The forward pass in float64 on the CPU (results rounded to f32).
     ///
     /// # Errors
     /// As [`LlamaModel::check_ids`].
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
-        self.check_ids(ids)?;
         let c = &self.config;
+        check_ids(c, ids)?;
         let l = ids.len();
         let out = cpu::pass(
             c,
@@ -260,9 +208,9 @@ impl LlamaModel {
         opts: &GenerateOptions,
         on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
-        self.check_generate(prompt, opts)?;
         let c = &self.config;
-        let mut run = Generation::new(self, prompt, opts);
+        check_generate(c, prompt, opts)?;
+        let mut run = Generation::new(self.eos(), prompt, opts);
         let mut cache = CpuCache::new(c.layers);
         let mut next_input: Vec<u32> = prompt.to_vec();
         while !run.done() {
@@ -290,6 +238,55 @@ impl LlamaModel {
     }
 }
 
+/// Checks a token sequence the model is to read: non-empty, every id in the vocabulary,
+/// at most `context` tokens.
+pub(crate) fn check_ids(c: &LlamaConfig, ids: &[u32]) -> Result<(), ModelError> {
+    if ids.is_empty() {
+        return Err(ModelError::input("--text", "gives no tokens"));
+    }
+    if ids.len() > c.context {
+        return Err(ModelError::input(
+            "--text",
+            format!(
+                "{} tokens exceed the model's {} positions",
+                ids.len(),
+                c.context
+            ),
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= c.vocab) {
+        return Err(ModelError::input(
+            "ids",
+            format!("id {bad} is outside the vocabulary of {}", c.vocab),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a generation request: the prompt as [`check_ids`], the sampling options, and
+/// room for every new token within the context.
+pub(crate) fn check_generate(
+    c: &LlamaConfig,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<(), ModelError> {
+    check_ids(c, prompt)?;
+    sample::check(&opts.sampling)?;
+    let total = prompt.len().saturating_add(opts.max_new_tokens);
+    if total > c.context {
+        return Err(ModelError::input(
+            "--max-new-tokens",
+            format!(
+                "{} prompt tokens + {} new ones exceed the model's {} positions",
+                prompt.len(),
+                opts.max_new_tokens,
+                c.context
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The bookkeeping of one generation run, shared by the CPU and GPU loops: sampling,
 /// the stop rules and the clock.
 pub(crate) struct Generation {
@@ -304,13 +301,13 @@ pub(crate) struct Generation {
 }
 
 impl Generation {
-    pub(crate) fn new(model: &LlamaModel, prompt: &[u32], opts: &GenerateOptions) -> Self {
+    pub(crate) fn new(eos: Option<u32>, prompt: &[u32], opts: &GenerateOptions) -> Self {
         Self {
             prompt: prompt.to_vec(),
             generated: Vec::new(),
             sampler: Sampler::new(opts.sampling),
             opts: *opts,
-            eos: model.eos(),
+            eos,
             clock: Clock::start(),
             prompt_seconds: None,
             stopped: opts.max_new_tokens == 0,
