@@ -122,8 +122,8 @@ fn whole(t: &GpuTensor) -> wgpu::BindingResource<'_> {
     range(t.buffer(), 0, (t.len() as u64 * 4).max(4))
 }
 
-/// Records one dispatch of `spec` over `threads` invocations (64 per workgroup) or,
-/// with `per_row`, one workgroup per row.
+/// Records one dispatch of `spec` with `params` in binding 0, `resources` after it, over
+/// `workgroups` workgroups laid out on the 2-D grid the kernels read back linearly.
 async fn dispatch<P: Pod>(
     ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,

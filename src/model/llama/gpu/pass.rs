@@ -183,14 +183,14 @@ pub(crate) async fn run(
 
         scopes = ErrorScopes::push(ctx);
         enc = ctx.device().create_command_encoder(&Default::default());
-        let ffn = [Linear {
+        let out_proj = Linear {
             x: ("attention", &ws.attn, q_heads),
             w: ("attn_output.weight", &lw.wo),
             bias: ("bias", zeros),
             y: ("attn_output", &ws.proj, rows),
             rows: l,
-        }];
-        record_linear(ctx, &mut enc, &ffn[0]).await?;
+        };
+        record_linear(ctx, &mut enc, &out_proj).await?;
         kernels::rmsnorm(
             ctx,
             &mut enc,
