@@ -190,15 +190,19 @@ fn check_next(what: &str, out: &ForwardOutput) {
         model().decode(&[order[0] as u32]).expect("decode"),
         " Paris"
     );
-    for k in 0..5 {
-        if order[k] != top[k] {
+    let names = |ids: &[usize]| -> Vec<String> {
+        ids.iter()
+            .map(|&i| model().decode(&[i as u32]).expect("decode"))
+            .collect()
+    };
+    eprintln!("{what}: top 5 {:?}, reference {:?}", names(&order[..5]), names(&top[..5]));
+    for (k, (&got, &want)) in order.iter().zip(&top).take(5).enumerate() {
+        if got != want {
             // Swaps are allowed only between tokens the reference puts closer than the bound.
-            let r = top.iter().position(|&t| t == order[k]).expect("in top 50");
+            let r = top.iter().position(|&t| t == got).expect("in top 50");
             assert!(
                 (vals[r] - vals[k]).abs() < bound,
-                "{what}: top {k} is {} not {}",
-                order[k],
-                top[k]
+                "{what}: top {k} is {got} not {want}"
             );
         }
     }

@@ -50,12 +50,25 @@ const SILU_MUL: KernelSpec = KernelSpec {
     trusted: false,
 };
 
+const MATVEC: KernelSpec = KernelSpec {
+    name: "llama_matvec",
+    source: include_str!("../../../../shaders/model/llama_matvec.wgsl"),
+    bindings: &[
+        Binding::Uniform,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+    ],
+    trusted: false,
+};
+
 /// Every llama kernel's name and WGSL source, for validation without a GPU.
 pub const SOURCES: &[(&str, &str)] = &[
     (EMBED.name, EMBED.source),
     (RMSNORM.name, RMSNORM.source),
     (ROPE.name, ROPE.source),
     (SILU_MUL.name, SILU_MUL.source),
+    (MATVEC.name, MATVEC.source),
 ];
 
 /// Must match the WGSL struct `Embed` in llama_embed.wgsl.
@@ -98,6 +111,19 @@ pub(crate) struct RopeParams {
 pub(crate) struct SiluMulParams {
     pub n: u32,
     pub _pad: [u32; 3],
+}
+
+/// Must match the WGSL struct `Matvec` in llama_matvec.wgsl.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Pod, Zeroable)]
+pub(crate) struct MatvecParams {
+    pub cols: u32,
+    pub inner: u32,
+    pub x_off: u32,
+    pub y_dim: u32,
+    pub y_cap: u32,
+    pub y_off: u32,
+    pub _pad: [u32; 2],
 }
 
 fn u32_of(arg: &'static str, n: usize) -> Result<u32, ModelError> {
@@ -280,6 +306,55 @@ pub(crate) async fn silu_mul(
         &params,
         res,
         (n as u64).div_ceil(WG),
+    )
+    .await
+}
+
+/// Where a one-row product reads its row and writes its columns: the row starts at
+/// element `x_off` of x; column `c = h * dim + d` goes to `(h * cap + off) * dim + d`.
+pub(crate) struct MatvecLayout {
+    pub x_off: usize,
+    pub dim: usize,
+    pub cap: usize,
+    pub off: usize,
+}
+
+/// `y = x Wᵀ` for one row of x, with `w (cols, inner)`.
+pub(crate) async fn matvec(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    x: &GpuTensor,
+    w: &GpuTensor,
+    y: &GpuTensor,
+    at: &MatvecLayout,
+) -> Result<(), ModelError> {
+    let [cols, inner] = <[usize; 2]>::try_from(w.shape())
+        .map_err(|_| ModelError::format("llama gpu", "a weight matrix is not rank 2"))?;
+    holds("x", x, at.x_off + inner)?;
+    if at.dim == 0 || cols % at.dim != 0 || at.off >= at.cap {
+        return Err(ModelError::format(
+            "llama gpu",
+            "matvec output layout does not tile y",
+        ));
+    }
+    holds("y", y, cols / at.dim * at.cap * at.dim)?;
+    let params = MatvecParams {
+        cols: u32_of("cols", cols)?,
+        inner: u32_of("inner", inner)?,
+        x_off: u32_of("x_off", at.x_off)?,
+        y_dim: u32_of("dim", at.dim)?,
+        y_cap: u32_of("cap", at.cap)?,
+        y_off: u32_of("off", at.off)?,
+        _pad: [0; 2],
+    };
+    let res = vec![whole(x), whole(w), whole(y)];
+    dispatch(
+        ctx,
+        encoder,
+        &MATVEC,
+        &params,
+        res,
+        (cols as u64).div_ceil(WG),
     )
     .await
 }

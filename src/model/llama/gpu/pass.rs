@@ -9,7 +9,7 @@
 //! per-batch key length, which is the causal rule for its row. Nothing is read back here.
 
 use super::device::{record_linear, ErrorScopes, HeadLayout, Linear};
-use super::kernels::{self, RopeSpan};
+use super::kernels::{self, MatvecLayout, RopeSpan};
 use super::{GpuLayer, LlamaGpu};
 use crate::model::ModelError;
 use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
@@ -92,6 +92,29 @@ async fn submit(
     Ok(())
 }
 
+/// One projection `y = x Wᵀ` of `call.rows` rows: the crate's linear kernel for several
+/// rows; for one row (a decoding step, the logits) the one-row kernel, since the linear
+/// kernel's 16-row tiles would do sixteen times the work.
+async fn project(
+    ctx: &GpuContext,
+    enc: &mut wgpu::CommandEncoder,
+    call: &Linear<'_>,
+) -> Result<(), ModelError> {
+    let (xl, yl) = (call.x.2, call.y.2);
+    // A single row lies contiguously when x has one head, or one position per head.
+    if call.rows == 1 && (xl.heads == 1 || xl.cap == 1) {
+        let at = MatvecLayout {
+            x_off: xl.off as usize * xl.dim as usize,
+            dim: yl.dim as usize,
+            cap: yl.cap as usize,
+            off: yl.off as usize,
+        };
+        return kernels::matvec(ctx, enc, call.x.1, call.w.1, call.y.1, &at).await;
+    }
+    record_linear(ctx, enc, call).await?;
+    Ok(())
+}
+
 /// Runs `ids` (the tokens at positions `kv.len..`) through the model, appending their
 /// keys and values to `kv`; leaves the final norm's rows in `ws.xn` and the last row's
 /// logits in `ws.logits`. With `weights`, one `(1, heads, rows, kv.cap)` tensor per layer
@@ -148,7 +171,7 @@ pub(crate) async fn run(
             lin(("attn_v.weight", "v"), wv, &kv.v[li], kv_heads),
         ];
         for p in &projections {
-            record_linear(ctx, &mut enc, p).await?;
+            project(ctx, &mut enc, p).await?;
         }
         let q_span = RopeSpan {
             heads: hq,
@@ -190,7 +213,7 @@ pub(crate) async fn run(
             y: ("attn_output", &ws.proj, rows),
             rows: l,
         };
-        record_linear(ctx, &mut enc, &out_proj).await?;
+        project(ctx, &mut enc, &out_proj).await?;
         kernels::rmsnorm(
             ctx,
             &mut enc,
@@ -211,7 +234,7 @@ pub(crate) async fn run(
                 y: ("ffn", y, ffn_rows),
                 rows: l,
             };
-            record_linear(ctx, &mut enc, &call).await?;
+            project(ctx, &mut enc, &call).await?;
         }
         kernels::silu_mul(ctx, &mut enc, &ws.gate, &ws.up, l * f).await?;
         let down = Linear {
@@ -221,7 +244,7 @@ pub(crate) async fn run(
             y: ("ffn_down", &ws.proj, rows),
             rows: l,
         };
-        record_linear(ctx, &mut enc, &down).await?;
+        project(ctx, &mut enc, &down).await?;
         let next_norm = m.layers.get(li + 1).map_or(&m.out_norm, |n| &n.attn_norm);
         kernels::rmsnorm(
             ctx,
@@ -243,7 +266,7 @@ pub(crate) async fn run(
         y: ("logits", &ws.logits, HeadLayout::rows(1, u32_of(c.vocab)?)),
         rows: 1,
     };
-    record_linear(ctx, &mut enc, &head).await?;
+    project(ctx, &mut enc, &head).await?;
     submit(ctx, enc, scopes, "llama layers").await?;
     kv.len = off + l;
     Ok(())
