@@ -60,6 +60,19 @@ fn main() {
     let t = Instant::now();
     let gpu = model.upload(&ctx).expect("upload");
     println!("upload: {:.2} s", t.elapsed().as_secs_f64());
+    if std::env::var("LLAMA_BENCH_PROFILE").is_ok() {
+        for l in [5, 5, 6, 6, 1, 1, 16, 16] {
+            let ids = vec![504u32; l];
+            for attention in [false, true] {
+                let t = Instant::now();
+                pollster::block_on(gpu.forward(&ctx, &ids, attention)).expect("forward");
+                println!(
+                    "forward L = {l}, attention {attention}: {:.3} s",
+                    t.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
     // Warm-up: compiles every pipeline.
     pollster::block_on(gpu.generate(&ctx, &prompt, &opts(2, true), &mut |_| {})).expect("warm");
 

@@ -76,6 +76,20 @@ fn gpu_forward_matches_cpu_with_tied_and_separate_output() {
 }
 
 #[test]
+fn a_long_prompt_takes_the_tiled_linear_kernel_and_matches_cpu() {
+    // Past the few-rows kernel's limit (96 rows) the projections go through the crate's
+    // tiled linear kernel.
+    let m = tiny_model(9, true);
+    let ids: Vec<u32> = (0..110).map(|i| (i * 37 % 258) as u32).collect();
+    let cpu = m.forward_cpu(&ids, false).expect("cpu");
+    let gpu = m.upload(ctx()).expect("upload");
+    let got = pollster::block_on(gpu.forward(ctx(), &ids, false)).expect("gpu");
+    assert_close("hidden", got.hidden.view(), cpu.hidden.view(), 1e-4, 1e-4);
+    let (gl, cl) = (got.logits.expect("l"), cpu.logits.expect("l"));
+    assert_close("logits", gl.view(), cl.view(), 1e-4, 1e-4);
+}
+
+#[test]
 fn cpu_generation_with_the_cache_equals_recomputation() {
     let m = tiny_model(2, true);
     for sampling in [Sampling::Greedy, SAMPLED] {
@@ -155,11 +169,11 @@ fn bad_inputs_are_typed_errors_naming_the_argument() {
         other => panic!("expected an input error, got {other:?}"),
     };
     assert_eq!(arg(m.forward_cpu(&[], false).unwrap_err()), "--text");
-    assert_eq!(arg(m.forward_cpu(&[1; 81], false).unwrap_err()), "--text");
+    assert_eq!(arg(m.forward_cpu(&[1; 129], false).unwrap_err()), "--text");
     assert_eq!(arg(m.forward_cpu(&[1, 258], false).unwrap_err()), "ids");
     assert_eq!(arg(m.tokenize("").unwrap_err()), "--text");
     assert_eq!(arg(m.decode(&[9999]).unwrap_err()), "ids");
-    let long = opts(70, true, Sampling::Greedy);
+    let long = opts(120, true, Sampling::Greedy);
     assert_eq!(
         arg(m.generate_cpu(&prompt(), &long, &mut |_| {}).unwrap_err()),
         "--max-new-tokens"

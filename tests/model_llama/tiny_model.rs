@@ -14,7 +14,7 @@ pub const TINY: LlamaConfig = LlamaConfig {
     head_dim: 16,
     intermediate: 96,
     vocab: 258,
-    context: 80,
+    context: 128,
     // Exact in f32, so a GGUF round trip (f32 metadata) gives the same config.
     rms_eps: 1.0 / 65536.0,
     rope_theta: 10_000.0,

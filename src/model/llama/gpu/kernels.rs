@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::device::{bind_group, buffers, grid, range, Binding, KernelSpec};
+use super::device::{bind_group, buffers, grid, range, Binding, HeadLayout, KernelSpec, Linear};
 use crate::model::ModelError;
 use crate::{GpuContext, GpuTensor};
 
@@ -50,9 +50,9 @@ const SILU_MUL: KernelSpec = KernelSpec {
     trusted: false,
 };
 
-const MATVEC: KernelSpec = KernelSpec {
-    name: "llama_matvec",
-    source: include_str!("../../../../shaders/model/llama_matvec.wgsl"),
+const FEW_ROWS: KernelSpec = KernelSpec {
+    name: "llama_few_rows",
+    source: include_str!("../../../../shaders/model/llama_few_rows.wgsl"),
     bindings: &[
         Binding::Uniform,
         Binding::Read,
@@ -68,7 +68,7 @@ pub const SOURCES: &[(&str, &str)] = &[
     (RMSNORM.name, RMSNORM.source),
     (ROPE.name, ROPE.source),
     (SILU_MUL.name, SILU_MUL.source),
-    (MATVEC.name, MATVEC.source),
+    (FEW_ROWS.name, FEW_ROWS.source),
 ];
 
 /// Must match the WGSL struct `Embed` in llama_embed.wgsl.
@@ -113,17 +113,17 @@ pub(crate) struct SiluMulParams {
     pub _pad: [u32; 3],
 }
 
-/// Must match the WGSL struct `Matvec` in llama_matvec.wgsl.
+/// Must match the WGSL struct `FewRows` in llama_few_rows.wgsl.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Pod, Zeroable)]
-pub(crate) struct MatvecParams {
+pub(crate) struct FewRowsParams {
+    pub rows: u32,
     pub cols: u32,
     pub inner: u32,
-    pub x_off: u32,
-    pub y_dim: u32,
-    pub y_cap: u32,
-    pub y_off: u32,
-    pub _pad: [u32; 2],
+    pub _pad0: u32,
+    pub input: [u32; 5],
+    pub output: [u32; 5],
+    pub _pad1: [u32; 2],
 }
 
 fn u32_of(arg: &'static str, n: usize) -> Result<u32, ModelError> {
@@ -310,51 +310,54 @@ pub(crate) async fn silu_mul(
     .await
 }
 
-/// Where a one-row product reads its row and writes its columns: the row starts at
-/// element `x_off` of x; column `c = h * dim + d` goes to `(h * cap + off) * dim + d`.
-pub(crate) struct MatvecLayout {
-    pub x_off: usize,
-    pub dim: usize,
-    pub cap: usize,
-    pub off: usize,
-}
+/// Rows of y the few-rows kernel computes: up to this many it replaces the tiled linear
+/// kernel (see llama_few_rows.wgsl); beyond, the tiled kernel's reuse of W pays off.
+pub(crate) const FEW_ROWS_MAX: usize = 96;
 
-/// `y = x Wᵀ` for one row of x, with `w (cols, inner)`.
-pub(crate) async fn matvec(
+/// `y = x Wᵀ` for `rows` rows through the few-rows kernel, with the crate linear layer's
+/// head layouts on both sides.
+pub(crate) async fn few_rows(
     ctx: &GpuContext,
     encoder: &mut wgpu::CommandEncoder,
-    x: &GpuTensor,
-    w: &GpuTensor,
-    y: &GpuTensor,
-    at: &MatvecLayout,
+    call: &Linear<'_>,
 ) -> Result<(), ModelError> {
+    let (x, xl) = (call.x.1, call.x.2);
+    let (w, y, yl) = (call.w.1, call.y.1, call.y.2);
     let [cols, inner] = <[usize; 2]>::try_from(w.shape())
         .map_err(|_| ModelError::format("llama gpu", "a weight matrix is not rank 2"))?;
-    holds("x", x, at.x_off + inner)?;
-    if at.dim == 0 || cols % at.dim != 0 || at.off >= at.cap {
+    let rows = call.rows as u64;
+    if xl.heads as usize * xl.dim as usize != inner || yl.heads as usize * yl.dim as usize != cols {
         return Err(ModelError::format(
             "llama gpu",
-            "matvec output layout does not tile y",
+            format!(
+                "layouts of {} do not match its weight {:?}",
+                call.y.0,
+                w.shape()
+            ),
         ));
     }
-    holds("y", y, cols / at.dim * at.cap * at.dim)?;
-    let params = MatvecParams {
+    // The furthest element each layout reaches must lie inside its tensor.
+    for (arg, t, l) in [(call.x.0, x, xl), (call.y.0, y, yl)] {
+        let batches = rows.div_ceil(u64::from(l.len.max(1)));
+        let need = batches * u64::from(l.heads) * u64::from(l.cap) * u64::from(l.dim);
+        if u64::from(l.off) + u64::from(l.len) > u64::from(l.cap) || (t.len() as u64) < need {
+            return Err(ModelError::format(
+                "llama gpu",
+                format!("{arg} of shape {:?} is too small for its layout", t.shape()),
+            ));
+        }
+    }
+    let pack = |l: HeadLayout| [l.len, l.heads, l.dim, l.cap, l.off];
+    let params = FewRowsParams {
+        rows: u32_of("rows", call.rows)?,
         cols: u32_of("cols", cols)?,
         inner: u32_of("inner", inner)?,
-        x_off: u32_of("x_off", at.x_off)?,
-        y_dim: u32_of("dim", at.dim)?,
-        y_cap: u32_of("cap", at.cap)?,
-        y_off: u32_of("off", at.off)?,
-        _pad: [0; 2],
+        _pad0: 0,
+        input: pack(xl),
+        output: pack(yl),
+        _pad1: [0; 2],
     };
     let res = vec![whole(x), whole(w), whole(y)];
-    dispatch(
-        ctx,
-        encoder,
-        &MATVEC,
-        &params,
-        res,
-        (cols as u64).div_ceil(WG),
-    )
-    .await
+    let n = rows * cols as u64;
+    dispatch(ctx, encoder, &FEW_ROWS, &params, res, n.div_ceil(WG)).await
 }

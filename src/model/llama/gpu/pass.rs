@@ -9,7 +9,7 @@
 //! per-batch key length, which is the causal rule for its row. Nothing is read back here.
 
 use super::device::{record_linear, ErrorScopes, HeadLayout, Linear};
-use super::kernels::{self, MatvecLayout, RopeSpan};
+use super::kernels::{self, RopeSpan};
 use super::{GpuLayer, LlamaGpu};
 use crate::model::ModelError;
 use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
@@ -92,24 +92,16 @@ async fn submit(
     Ok(())
 }
 
-/// One projection `y = x Wᵀ` of `call.rows` rows: the crate's linear kernel for several
-/// rows; for one row (a decoding step, the logits) the one-row kernel, since the linear
-/// kernel's 16-row tiles would do sixteen times the work.
+/// One projection `y = x Wᵀ`: the few-rows kernel for up to [`kernels::FEW_ROWS_MAX`]
+/// rows (decoding steps, short prompts, the logits), the crate's tiled linear kernel for
+/// more.
 async fn project(
     ctx: &GpuContext,
     enc: &mut wgpu::CommandEncoder,
     call: &Linear<'_>,
 ) -> Result<(), ModelError> {
-    let (xl, yl) = (call.x.2, call.y.2);
-    // A single row lies contiguously when x has one head, or one position per head.
-    if call.rows == 1 && (xl.heads == 1 || xl.cap == 1) {
-        let at = MatvecLayout {
-            x_off: xl.off as usize * xl.dim as usize,
-            dim: yl.dim as usize,
-            cap: yl.cap as usize,
-            off: yl.off as usize,
-        };
-        return kernels::matvec(ctx, enc, call.x.1, call.w.1, call.y.1, &at).await;
+    if call.rows <= kernels::FEW_ROWS_MAX {
+        return kernels::few_rows(ctx, enc, call).await;
     }
     record_linear(ctx, enc, call).await?;
     Ok(())
