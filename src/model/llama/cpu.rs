@@ -47,7 +47,7 @@ pub(crate) struct CpuPass {
 /// `y (rows, out) = x (rows, inner) Wᵀ` with `w (out, inner)` in f32, accumulated in f64.
 /// Output rows are split across threads where there are several.
 pub(crate) fn matmul(x: &[f64], rows: usize, w: &[f32], inner: usize) -> Vec<f64> {
-    let out = if inner == 0 { 0 } else { w.len() / inner };
+    let out = w.len().checked_div(inner).unwrap_or(0);
     let mut y = vec![0.0; rows * out];
     if out == 0 || rows == 0 {
         return y;

@@ -365,7 +365,7 @@ fn tensor_info(r: &mut Reader<'_>, i: usize) -> Result<TensorInfo, ModelError> {
 /// Checks the offset's alignment and, for types with a known size, that the bytes lie
 /// inside the data section (other types fail when dequantized, naming the type).
 fn check_placement(t: &TensorInfo, alignment: u64, data_len: u64) -> Result<(), ModelError> {
-    if t.offset % alignment != 0 {
+    if !t.offset.is_multiple_of(alignment) {
         return Err(bad(format!(
             "{}: offset {} is not a multiple of the alignment {alignment}",
             t.name, t.offset
@@ -392,7 +392,7 @@ fn check_placement(t: &TensorInfo, alignment: u64, data_len: u64) -> Result<(), 
 pub fn tensor_bytes(t: &TensorInfo) -> Result<u64, ModelError> {
     let (per_block, block_bytes) = t.ty.block().ok_or_else(|| unsupported(t))?;
     let row = t.dims.first().copied().unwrap_or(1);
-    if row % per_block != 0 {
+    if !row.is_multiple_of(per_block) {
         return Err(bad(format!(
             "{}: rows of {row} elements are not whole {} blocks of {per_block}",
             t.name,

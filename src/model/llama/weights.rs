@@ -93,13 +93,13 @@ impl LlamaConfig {
         if let Some((n, v)) = sizes.iter().find(|(_, v)| *v > 1 << 20) {
             return bad(format!("{n} = {v} is implausibly large"));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return bad(format!(
                 "{} query heads are not a multiple of {} key/value heads",
                 self.heads, self.kv_heads
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return bad(format!(
                 "head_dim {} is odd; RoPE rotates pairs",
                 self.head_dim

@@ -262,7 +262,7 @@ pub(crate) async fn rope(
 ) -> Result<(), ModelError> {
     let s = span;
     holds("x", x, s.heads * s.cap * s.dim)?;
-    if s.off + s.rows > s.cap || s.dim % 2 != 0 {
+    if s.off + s.rows > s.cap || !s.dim.is_multiple_of(2) {
         return Err(ModelError::format(
             "llama gpu",
             "rope span outside its tensor",
