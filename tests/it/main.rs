@@ -23,6 +23,7 @@ mod fixtures_jax;
 mod fused;
 mod memory;
 mod mha;
+mod model_llama;
 mod npy_fuzz;
 mod numerics;
 mod paths;
