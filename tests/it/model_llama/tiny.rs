@@ -363,3 +363,49 @@ fn an_unsupported_tensor_type_names_the_tensor_and_type() {
         Err(ModelError::Unsupported(_))
     ));
 }
+
+/// A seed file and the values of its tensors (empty: only the count is checked).
+type Seed = (&'static str, &'static [(&'static str, &'static [f32])]);
+
+/// The fuzz target's seeds (fuzz/make_gguf_seeds.py) must be valid files, or the fuzzer
+/// starts from the first rejection instead of the reader's inner paths.
+#[test]
+fn the_gguf_fuzz_seeds_parse_and_dequantize() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/gguf");
+    let want: [Seed; 3] = [
+        ("metadata.gguf", &[]),
+        (
+            "f32_f16.gguf",
+            &[
+                ("a.weight", &[-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5]),
+                ("b.weight", &[0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75]),
+            ],
+        ),
+        ("quant_v2.gguf", &[("q.weight", &[]), ("r.weight", &[])]),
+    ];
+    for (file, tensors) in want {
+        let bytes = std::fs::read(dir.join(file)).expect("seed file");
+        let g = gguf::parse(&bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(g.tensors.len(), tensors.len(), "{file}");
+        for (name, values) in tensors {
+            let t = g.tensor(name).unwrap_or_else(|| panic!("{file}: {name}"));
+            let got = g
+                .dequantize(t)
+                .unwrap_or_else(|e| panic!("{file}: {name}: {e}"));
+            assert_eq!(got.len() as u64, t.elements(), "{file}: {name}");
+            if !values.is_empty() {
+                assert_eq!(&got[..], *values, "{file}: {name}");
+            }
+        }
+    }
+    // Q8_0's first block: scale 0.05 (as f16) times -16..16.
+    let bytes = std::fs::read(dir.join("quant_v2.gguf")).expect("seed file");
+    let g = gguf::parse(&bytes).expect("quant seed");
+    assert_eq!(g.alignment, 64);
+    let r = g
+        .dequantize(g.tensor("r.weight").expect("r"))
+        .expect("Q8_0");
+    let scale = half::f16::from_f32(0.05).to_f32();
+    assert_eq!(r[0], -16.0 * scale);
+    assert_eq!(r[31], 15.0 * scale);
+}
