@@ -28,6 +28,7 @@ mod memory;
 mod mha;
 mod model_bert;
 mod model_bert_real;
+mod model_llama;
 mod npy_fuzz;
 mod numerics;
 mod paths;
