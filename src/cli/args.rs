@@ -55,6 +55,9 @@ pub enum Command {
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
     Mha(Box<MhaArgs>),
+    /// Attention weights drawn as a heatmap (SVG or PNG): one matrix, or every head as
+    /// small multiples.
+    Heatmap(Box<super::heatmap::HeatmapArgs>),
 }
 
 /// The flags of `wgpu-attention mha`.

@@ -5,9 +5,11 @@ mod args;
 mod bench;
 mod demo;
 mod exit;
+mod heatmap;
 mod info;
 mod mha;
 mod npy;
+mod raster;
 mod run;
 
 use std::process::ExitCode;
@@ -28,6 +30,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args),
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Mha(args)) => mha::run(args),
+        Some(Command::Heatmap(args)) => heatmap::run(args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
