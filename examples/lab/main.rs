@@ -1,0 +1,313 @@
+//! The attention lab: one page that runs the crate's kernels in the browser (wasm32 +
+//! WebGPU) on a sentence as typed, and shows what attention computes: the heatmap of a
+//! head with its values, the token strip, the four steps Q·Kᵀ → ÷√d_k → mask → softmax →
+//! ·V on the head's real tensors, every head as thumbnails (grouped-query heads that share
+//! a key/value head boxed together), "what if" switches (scale, K = Q, causal, a window),
+//! cross-attention through the multi-head layer, and the sentence fed through the KV cache
+//! one token at a time. Every matrix carries its largest difference from the CPU reference
+//! computed in the same page; without WebGPU the page says so and runs the CPU path.
+//!
+//! Build and serve with `examples/lab/serve.sh`; `examples/lab/check.py` drives it in
+//! headless Chromium.
+
+#![cfg(target_arch = "wasm32")]
+
+#[path = "builtin.rs"]
+mod builtin;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use ndarray::{s, Array2, Array4, ArrayView2, Ix2};
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wgpu_attention::viz::{Grid, Heatmap};
+use wgpu_attention::{
+    attention_async, attention_cpu, mha_async, mha_cpu, mha_incremental_async, AttentionOptions,
+    GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections, Window,
+};
+
+thread_local! {
+    static GPU: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
+}
+
+fn gpu() -> Option<Rc<GpuContext>> {
+    GPU.with(|g| g.borrow().clone())
+}
+
+/// Opens the browser's WebGPU adapter. Returns `webgpu: <adapter>` or `cpu: <why>`; in
+/// the second case every later computation runs on the CPU path.
+#[wasm_bindgen]
+pub async fn init() -> String {
+    match GpuContext::new_async().await {
+        Ok(ctx) => {
+            let name = ctx.adapter_info().name.clone();
+            GPU.with(|g| *g.borrow_mut() = Some(Rc::new(ctx)));
+            format!("webgpu: {}", if name.is_empty() { "unnamed adapter" } else { &name })
+        }
+        Err(e) => format!("cpu: {e}"),
+    }
+}
+
+/// Runs one request (JSON, see `lab.js`) and returns every panel's data as JSON.
+#[wasm_bindgen]
+pub async fn compute(request: String) -> Result<String, JsValue> {
+    let req: Value = serde_json::from_str(&request).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    match run(&req).await {
+        Ok(v) => Ok(v.to_string()),
+        Err(e) => Err(JsValue::from_str(&e)),
+    }
+}
+
+struct Settings {
+    causal: bool,
+    scale: f32,
+    scale_label: String,
+    k_equals_q: bool,
+    window: Option<(u32, u32)>,
+    head: usize,
+}
+
+fn settings(req: &Value) -> Result<Settings, String> {
+    let d = builtin::HEAD_DIM as f32;
+    let (scale, scale_label) = match req["scale"].as_str().unwrap_or("sqrt") {
+        "sqrt" => (1.0 / d.sqrt(), format!("1/√d_k = 1/√{}", builtin::HEAD_DIM)),
+        "none" => (1.0, "1 (no ÷√d_k)".to_string()),
+        other => {
+            let v: f32 = other.parse().map_err(|_| format!("scale: {other:?} is not a number"))?;
+            if !v.is_finite() {
+                return Err(format!("scale: {v} is not finite"));
+            }
+            (v, format!("{v}"))
+        }
+    };
+    let window = match &req["window"] {
+        Value::Array(a) if a.len() == 2 => {
+            let side = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+            match (side(&a[0]), side(&a[1])) {
+                (Some(l), Some(r)) => Some((l, r)),
+                _ => return Err("window: two non-negative whole numbers".into()),
+            }
+        }
+        _ => None,
+    };
+    let head = req["head"].as_u64().unwrap_or(0) as usize;
+    if head >= builtin::HEADS {
+        return Err(format!("head: {head} is not below {}", builtin::HEADS));
+    }
+    Ok(Settings {
+        causal: req["causal"].as_bool().unwrap_or(false),
+        scale,
+        scale_label,
+        k_equals_q: req["k_equals_q"].as_bool().unwrap_or(false),
+        window,
+        head,
+    })
+}
+
+fn tokens_of(text: &str, what: &str) -> Result<Vec<String>, String> {
+    let tokens = builtin::tokenize(text);
+    if tokens.is_empty() {
+        return Err(format!("{what}: type a sentence"));
+    }
+    if tokens.len() > builtin::MAX_TOKENS {
+        return Err(format!("{what}: {} tokens; the lab takes at most {}", tokens.len(), builtin::MAX_TOKENS));
+    }
+    Ok(tokens)
+}
+
+fn weights_of_layer() -> Result<MhaWeights, String> {
+    let e = builtin::EMBED;
+    let kv = builtin::KV_HEADS * builtin::HEAD_DIM;
+    MhaWeights::new(
+        Projections {
+            q_weight: builtin::projection(builtin::WQ, e),
+            q_bias: None,
+            k_weight: builtin::projection(builtin::WK, kv),
+            k_bias: None,
+            v_weight: builtin::projection(builtin::WV, kv),
+            v_bias: None,
+            out_weight: builtin::projection(builtin::WO, e),
+            out_bias: None,
+        },
+        builtin::HEADS,
+        Some(builtin::KV_HEADS),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn matrix_json(m: ArrayView2<f32>) -> Value {
+    Value::Array(m.outer_iter().map(|r| json!(r.to_vec())).collect())
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn head_of(w: &Array4<f32>, h: usize) -> Array2<f32> {
+    w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
+}
+
+fn heatmap_svg(m: ArrayView2<f32>, rows: &[String], cols: &[String], title: String) -> String {
+    let mut h = Heatmap::new(m);
+    h.row_labels = rows.to_vec();
+    h.col_labels = cols.to_vec();
+    h.title = title;
+    h.values = m.ncols() <= 16;
+    h.cell = if m.ncols() <= 16 { 44.0 } else { 20.0 };
+    h.svg()
+}
+
+async fn run(req: &Value) -> Result<Value, String> {
+    let set = settings(req)?;
+    let tokens = tokens_of(req["sentence"].as_str().unwrap_or(""), "sentence")?;
+    let l = tokens.len();
+    let ctx = gpu();
+    let backend = if ctx.is_some() { "webgpu" } else { "cpu" };
+    let x = builtin::embed(&tokens);
+    let q = builtin::heads(&x, &builtin::projection(builtin::WQ, builtin::HEADS * builtin::HEAD_DIM), builtin::HEADS);
+    let kv_heads = if set.k_equals_q { builtin::HEADS } else { builtin::KV_HEADS };
+    let k = if set.k_equals_q {
+        q.clone()
+    } else {
+        builtin::heads(&x, &builtin::projection(builtin::WK, kv_heads * builtin::HEAD_DIM), kv_heads)
+    };
+    let v = builtin::heads(&x, &builtin::projection(builtin::WV, kv_heads * builtin::HEAD_DIM), kv_heads);
+    let opts = AttentionOptions {
+        scale: Some(set.scale),
+        causal: set.causal,
+        window: set.window.map(|(a, b)| Window::new(a, b)),
+        return_weights: true,
+        ..Default::default()
+    };
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?;
+    let shown = match &ctx {
+        Some(ctx) => attention_async(ctx, q.view(), k.view(), v.view(), &opts).await.map_err(|e| e.to_string())?,
+        None => cpu.clone(),
+    };
+    let w = shown.weights.clone().expect("asked for weights");
+    let w_cpu = cpu.weights.clone().expect("asked for weights");
+    let h = set.head;
+    let g = h / (builtin::HEADS / kv_heads);
+    let head_w = head_of(&w, h);
+    let head_cpu = head_of(&w_cpu, h);
+
+    // The four steps on this head's own q and k, in f64.
+    let allowed = |i: usize, j: usize| {
+        (!set.causal || j <= i)
+            && set.window.is_none_or(|(left, right)| {
+                j + left as usize >= i && j <= i + right as usize
+            })
+    };
+    let mut qk = Array2::<f64>::zeros((l, l));
+    for i in 0..l {
+        for j in 0..l {
+            qk[[i, j]] = (0..builtin::HEAD_DIM).map(|c| q[[0, h, i, c]] as f64 * k[[0, g, j, c]] as f64).sum();
+        }
+    }
+    let scaled = qk.mapv(|x| x * set.scale as f64);
+    let masked: Vec<Vec<Option<f64>>> = (0..l)
+        .map(|i| (0..l).map(|j| allowed(i, j).then(|| scaled[[i, j]])).collect())
+        .collect();
+    let out_head = shown.out.slice(s![0, h, .., ..]).to_owned();
+    let grid_badges: Vec<f32> = (0..builtin::HEADS)
+        .map(|hh| max_diff(head_of(&w, hh).as_slice().unwrap(), head_of(&w_cpu, hh).as_slice().unwrap()))
+        .collect();
+    let panels: Vec<(String, Array2<f32>)> = (0..builtin::HEADS)
+        .map(|hh| (format!("head {hh} (kv {})", hh / (builtin::HEADS / kv_heads)), head_of(&w, hh)))
+        .collect();
+    let grid = Grid {
+        title: format!("every head: {} query heads over {kv_heads} key/value heads", builtin::HEADS),
+        panels: panels.iter().map(|(c, m)| (c.clone(), m.view())).collect(),
+        columns: builtin::HEADS,
+        group: builtin::HEADS / kv_heads,
+        cell: (120.0 / l as f64).clamp(3.0, 16.0),
+    };
+
+    let mut result = json!({
+        "backend": backend,
+        "tokens": tokens,
+        "heads": builtin::HEADS,
+        "kv_heads": kv_heads,
+        "head": h,
+        "kv_head": g,
+        "head_dim": builtin::HEAD_DIM,
+        "scale": set.scale,
+        "scale_label": set.scale_label,
+        "causal": set.causal,
+        "matrix": matrix_json(head_w.view()),
+        "cpu_matrix": matrix_json(head_cpu.view()),
+        "badge": max_diff(head_w.as_slice().unwrap(), head_cpu.as_slice().unwrap()),
+        "svg": heatmap_svg(head_w.view(), &tokens, &tokens, format!("head {h} · “{}”", tokens.join(" "))),
+        "grid_svg": grid.svg(),
+        "grid_badges": grid_badges,
+        "q": matrix_json(q.slice(s![0, h, .., ..])),
+        "k": matrix_json(k.slice(s![0, g, .., ..])),
+        "steps": {
+            "qk": qk.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+            "scaled": scaled.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+            "masked": masked,
+            "softmax": matrix_json(head_w.view()),
+            "out": matrix_json(out_head.view()),
+            "out_badge": max_diff(
+                shown.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap(),
+                cpu.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap()),
+        },
+    });
+
+    let layer = weights_of_layer()?;
+    let cross_text = req["cross"].as_str().unwrap_or("").trim();
+    if !cross_text.is_empty() {
+        let source = tokens_of(cross_text, "cross sentence")?;
+        let x2 = builtin::embed(&source);
+        let mopts = MhaOptions {
+            weights: HeadWeights::PerHead,
+            ..Default::default()
+        };
+        let cpu = mha_cpu(&layer, x.view(), Some(x2.view()), &mopts).map_err(|e| e.to_string())?;
+        let shown = match &ctx {
+            Some(ctx) => {
+                let up = MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?;
+                mha_async(ctx, &up, x.view(), Some(x2.view()), &mopts).await.map_err(|e| e.to_string())?
+            }
+            None => cpu.clone(),
+        };
+        let pick = |w: &Option<ndarray::ArrayD<f32>>| -> Array2<f32> {
+            let w = w.as_ref().expect("asked for weights");
+            w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
+        };
+        let (m, mc) = (pick(&shown.weights), pick(&cpu.weights));
+        result["cross"] = json!({
+            "tokens": source,
+            "matrix": matrix_json(m.view()),
+            "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
+            "svg": heatmap_svg(m.view(), &tokens, &source,
+                format!("cross-attention, head {h}: queries “{}”, keys and values “{}”", tokens.join(" "), source.join(" "))),
+        });
+    }
+
+    // The sentence through the KV cache: step t adds key t and computes row t.
+    let mopts = MhaOptions {
+        weights: HeadWeights::PerHead,
+        causal: true,
+        ..Default::default()
+    };
+    let cpu = mha_cpu(&layer, x.view(), None, &mopts).map_err(|e| e.to_string())?;
+    let stepped = match &ctx {
+        Some(ctx) => {
+            let up = MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?;
+            mha_incremental_async(ctx, &up, x.view(), &mopts).await.map_err(|e| e.to_string())?
+        }
+        None => cpu.clone(),
+    };
+    let pick = |w: &Option<ndarray::ArrayD<f32>>| -> Array2<f32> {
+        let w = w.as_ref().expect("asked for weights");
+        w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
+    };
+    let (m, mc) = (pick(&stepped.weights), pick(&cpu.weights));
+    result["cache"] = json!({
+        "matrix": matrix_json(m.view()),
+        "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
+    });
+    Ok(result)
+}
