@@ -52,7 +52,9 @@ impl Stream {
 fn hash(word: &str) -> u64 {
     word.to_lowercase()
         .bytes()
-        .fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        })
 }
 
 /// `(1, L, EMBED)`: each token's word vector plus its position code.
@@ -62,7 +64,11 @@ pub fn embed(tokens: &[String]) -> Array3<f32> {
         let mut s = Stream(hash(t));
         for c in 0..EMBED {
             let freq = 1.0 / 10_000f32.powf((c / 2 * 2) as f32 / EMBED as f32);
-            let pos = if c % 2 == 0 { (i as f32 * freq).sin() } else { (i as f32 * freq).cos() };
+            let pos = if c % 2 == 0 {
+                (i as f32 * freq).sin()
+            } else {
+                (i as f32 * freq).cos()
+            };
             x[[0, i, c]] = s.next() + 0.5 * pos;
         }
     }
@@ -81,7 +87,9 @@ pub fn heads(x: &Array3<f32>, w: &Array2<f32>, heads: usize) -> Array4<f32> {
     let l = x.shape()[1];
     let x2 = x.index_axis(ndarray::Axis(0), 0);
     let y = x2.dot(&w.t());
-    Array4::from_shape_fn((1, heads, l, HEAD_DIM), |(_, h, i, d)| y[[i, h * HEAD_DIM + d]])
+    Array4::from_shape_fn((1, heads, l, HEAD_DIM), |(_, h, i, d)| {
+        y[[i, h * HEAD_DIM + d]]
+    })
 }
 
 pub const WQ: u64 = 11;

@@ -43,7 +43,14 @@ pub async fn init() -> String {
         Ok(ctx) => {
             let name = ctx.adapter_info().name.clone();
             GPU.with(|g| *g.borrow_mut() = Some(Rc::new(ctx)));
-            format!("webgpu: {}", if name.is_empty() { "unnamed adapter" } else { &name })
+            format!(
+                "webgpu: {}",
+                if name.is_empty() {
+                    "unnamed adapter"
+                } else {
+                    &name
+                }
+            )
         }
         Err(e) => format!("cpu: {e}"),
     }
@@ -52,7 +59,8 @@ pub async fn init() -> String {
 /// Runs one request (JSON, see `lab.js`) and returns every panel's data as JSON.
 #[wasm_bindgen]
 pub async fn compute(request: String) -> Result<String, JsValue> {
-    let req: Value = serde_json::from_str(&request).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let req: Value =
+        serde_json::from_str(&request).map_err(|e| JsValue::from_str(&e.to_string()))?;
     match run(&req).await {
         Ok(v) => Ok(v.to_string()),
         Err(e) => Err(JsValue::from_str(&e)),
@@ -74,7 +82,9 @@ fn settings(req: &Value) -> Result<Settings, String> {
         "sqrt" => (1.0 / d.sqrt(), format!("1/√d_k = 1/√{}", builtin::HEAD_DIM)),
         "none" => (1.0, "1 (no ÷√d_k)".to_string()),
         other => {
-            let v: f32 = other.parse().map_err(|_| format!("scale: {other:?} is not a number"))?;
+            let v: f32 = other
+                .parse()
+                .map_err(|_| format!("scale: {other:?} is not a number"))?;
             if !v.is_finite() {
                 return Err(format!("scale: {v} is not finite"));
             }
@@ -111,7 +121,11 @@ fn tokens_of(text: &str, what: &str) -> Result<Vec<String>, String> {
         return Err(format!("{what}: type a sentence"));
     }
     if tokens.len() > builtin::MAX_TOKENS {
-        return Err(format!("{what}: {} tokens; the lab takes at most {}", tokens.len(), builtin::MAX_TOKENS));
+        return Err(format!(
+            "{what}: {} tokens; the lab takes at most {}",
+            tokens.len(),
+            builtin::MAX_TOKENS
+        ));
     }
     Ok(tokens)
 }
@@ -141,11 +155,27 @@ fn matrix_json(m: ArrayView2<f32>) -> Value {
 }
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn head_of(w: &Array4<f32>, h: usize) -> Array2<f32> {
-    w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
+    w.slice(s![0, h, .., ..])
+        .into_dimensionality::<Ix2>()
+        .expect("rank 4")
+        .to_owned()
+}
+
+/// Head `h` of per-head multi-head weights `(1, H, L, S)`.
+fn per_head(w: &Option<ndarray::ArrayD<f32>>, h: usize) -> Result<Array2<f32>, String> {
+    w.as_ref()
+        .ok_or("the layer returned no weights")?
+        .slice(s![0, h, .., ..])
+        .into_dimensionality::<Ix2>()
+        .map(|m| m.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn heatmap_svg(m: ArrayView2<f32>, rows: &[String], cols: &[String], title: String) -> String {
@@ -165,14 +195,30 @@ async fn run(req: &Value) -> Result<Value, String> {
     let ctx = gpu();
     let backend = if ctx.is_some() { "webgpu" } else { "cpu" };
     let x = builtin::embed(&tokens);
-    let q = builtin::heads(&x, &builtin::projection(builtin::WQ, builtin::HEADS * builtin::HEAD_DIM), builtin::HEADS);
-    let kv_heads = if set.k_equals_q { builtin::HEADS } else { builtin::KV_HEADS };
+    let q = builtin::heads(
+        &x,
+        &builtin::projection(builtin::WQ, builtin::HEADS * builtin::HEAD_DIM),
+        builtin::HEADS,
+    );
+    let kv_heads = if set.k_equals_q {
+        builtin::HEADS
+    } else {
+        builtin::KV_HEADS
+    };
     let k = if set.k_equals_q {
         q.clone()
     } else {
-        builtin::heads(&x, &builtin::projection(builtin::WK, kv_heads * builtin::HEAD_DIM), kv_heads)
+        builtin::heads(
+            &x,
+            &builtin::projection(builtin::WK, kv_heads * builtin::HEAD_DIM),
+            kv_heads,
+        )
     };
-    let v = builtin::heads(&x, &builtin::projection(builtin::WV, kv_heads * builtin::HEAD_DIM), kv_heads);
+    let v = builtin::heads(
+        &x,
+        &builtin::projection(builtin::WV, kv_heads * builtin::HEAD_DIM),
+        kv_heads,
+    );
     let opts = AttentionOptions {
         scale: Some(set.scale),
         causal: set.causal,
@@ -182,7 +228,9 @@ async fn run(req: &Value) -> Result<Value, String> {
     };
     let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?;
     let shown = match &ctx {
-        Some(ctx) => attention_async(ctx, q.view(), k.view(), v.view(), &opts).await.map_err(|e| e.to_string())?,
+        Some(ctx) => attention_async(ctx, q.view(), k.view(), v.view(), &opts)
+            .await
+            .map_err(|e| e.to_string())?,
         None => cpu.clone(),
     };
     let w = shown.weights.clone().expect("asked for weights");
@@ -195,29 +243,48 @@ async fn run(req: &Value) -> Result<Value, String> {
     // The four steps on this head's own q and k, in f64.
     let allowed = |i: usize, j: usize| {
         (!set.causal || j <= i)
-            && set.window.is_none_or(|(left, right)| {
-                j + left as usize >= i && j <= i + right as usize
-            })
+            && set
+                .window
+                .is_none_or(|(left, right)| j + left as usize >= i && j <= i + right as usize)
     };
     let mut qk = Array2::<f64>::zeros((l, l));
     for i in 0..l {
         for j in 0..l {
-            qk[[i, j]] = (0..builtin::HEAD_DIM).map(|c| q[[0, h, i, c]] as f64 * k[[0, g, j, c]] as f64).sum();
+            qk[[i, j]] = (0..builtin::HEAD_DIM)
+                .map(|c| q[[0, h, i, c]] as f64 * k[[0, g, j, c]] as f64)
+                .sum();
         }
     }
     let scaled = qk.mapv(|x| x * set.scale as f64);
     let masked: Vec<Vec<Option<f64>>> = (0..l)
-        .map(|i| (0..l).map(|j| allowed(i, j).then(|| scaled[[i, j]])).collect())
+        .map(|i| {
+            (0..l)
+                .map(|j| allowed(i, j).then(|| scaled[[i, j]]))
+                .collect()
+        })
         .collect();
     let out_head = shown.out.slice(s![0, h, .., ..]).to_owned();
     let grid_badges: Vec<f32> = (0..builtin::HEADS)
-        .map(|hh| max_diff(head_of(&w, hh).as_slice().unwrap(), head_of(&w_cpu, hh).as_slice().unwrap()))
+        .map(|hh| {
+            max_diff(
+                head_of(&w, hh).as_slice().unwrap(),
+                head_of(&w_cpu, hh).as_slice().unwrap(),
+            )
+        })
         .collect();
     let panels: Vec<(String, Array2<f32>)> = (0..builtin::HEADS)
-        .map(|hh| (format!("head {hh} (kv {})", hh / (builtin::HEADS / kv_heads)), head_of(&w, hh)))
+        .map(|hh| {
+            (
+                format!("head {hh} (kv {})", hh / (builtin::HEADS / kv_heads)),
+                head_of(&w, hh),
+            )
+        })
         .collect();
     let grid = Grid {
-        title: format!("every head: {} query heads over {kv_heads} key/value heads", builtin::HEADS),
+        title: format!(
+            "every head: {} query heads over {kv_heads} key/value heads",
+            builtin::HEADS
+        ),
         panels: panels.iter().map(|(c, m)| (c.clone(), m.view())).collect(),
         columns: builtin::HEADS,
         group: builtin::HEADS / kv_heads,
@@ -256,6 +323,10 @@ async fn run(req: &Value) -> Result<Value, String> {
     });
 
     let layer = weights_of_layer()?;
+    let layer_gpu = match &ctx {
+        Some(ctx) => Some(MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let cross_text = req["cross"].as_str().unwrap_or("").trim();
     if !cross_text.is_empty() {
         let source = tokens_of(cross_text, "cross sentence")?;
@@ -265,18 +336,13 @@ async fn run(req: &Value) -> Result<Value, String> {
             ..Default::default()
         };
         let cpu = mha_cpu(&layer, x.view(), Some(x2.view()), &mopts).map_err(|e| e.to_string())?;
-        let shown = match &ctx {
-            Some(ctx) => {
-                let up = MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?;
-                mha_async(ctx, &up, x.view(), Some(x2.view()), &mopts).await.map_err(|e| e.to_string())?
-            }
-            None => cpu.clone(),
+        let shown = match (&ctx, &layer_gpu) {
+            (Some(ctx), Some(up)) => mha_async(ctx, up, x.view(), Some(x2.view()), &mopts)
+                .await
+                .map_err(|e| e.to_string())?,
+            _ => cpu.clone(),
         };
-        let pick = |w: &Option<ndarray::ArrayD<f32>>| -> Array2<f32> {
-            let w = w.as_ref().expect("asked for weights");
-            w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
-        };
-        let (m, mc) = (pick(&shown.weights), pick(&cpu.weights));
+        let (m, mc) = (per_head(&shown.weights, h)?, per_head(&cpu.weights, h)?);
         result["cross"] = json!({
             "tokens": source,
             "matrix": matrix_json(m.view()),
@@ -293,18 +359,13 @@ async fn run(req: &Value) -> Result<Value, String> {
         ..Default::default()
     };
     let cpu = mha_cpu(&layer, x.view(), None, &mopts).map_err(|e| e.to_string())?;
-    let stepped = match &ctx {
-        Some(ctx) => {
-            let up = MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?;
-            mha_incremental_async(ctx, &up, x.view(), &mopts).await.map_err(|e| e.to_string())?
-        }
-        None => cpu.clone(),
+    let stepped = match (&ctx, &layer_gpu) {
+        (Some(ctx), Some(up)) => mha_incremental_async(ctx, up, x.view(), &mopts)
+            .await
+            .map_err(|e| e.to_string())?,
+        _ => cpu.clone(),
     };
-    let pick = |w: &Option<ndarray::ArrayD<f32>>| -> Array2<f32> {
-        let w = w.as_ref().expect("asked for weights");
-        w.slice(s![0, h, .., ..]).into_dimensionality::<Ix2>().expect("rank 4").to_owned()
-    };
-    let (m, mc) = (pick(&stepped.weights), pick(&cpu.weights));
+    let (m, mc) = (per_head(&stepped.weights, h)?, per_head(&cpu.weights, h)?);
     result["cache"] = json!({
         "matrix": matrix_json(m.view()),
         "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
