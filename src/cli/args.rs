@@ -58,6 +58,13 @@ pub enum Command {
     /// Attention weights drawn as a heatmap (SVG or PNG): one matrix, or every head as
     /// small multiples.
     Heatmap(Box<super::heatmap::HeatmapArgs>),
+    /// Real pretrained models: a Hugging Face BERT directory or a llama-family GGUF file
+    /// (`minilm` and `smollm2` name the fetched ones).
+    ///
+    /// Exit status: 0 on success, 2 on bad input (a missing or malformed file, an empty or
+    /// too long text; one line naming the flag), 1 on a device or runtime failure.
+    #[command(subcommand)]
+    Model(super::model::ModelCommand),
 }
 
 /// The flags of `wgpu-attention mha`.

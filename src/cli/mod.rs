@@ -8,6 +8,7 @@ mod exit;
 mod heatmap;
 mod info;
 mod mha;
+mod model;
 mod npy;
 mod raster;
 mod run;
@@ -31,6 +32,7 @@ pub fn main() -> ExitCode {
         Some(Command::Bench(args)) => bench::run(args),
         Some(Command::Mha(args)) => mha::run(args),
         Some(Command::Heatmap(args)) => heatmap::run(args),
+        Some(Command::Model(cmd)) => model::run(cmd),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

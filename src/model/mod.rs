@@ -8,10 +8,18 @@
 
 pub mod bert;
 mod error;
+mod family;
+mod files;
 pub mod llama;
 mod locate;
+mod ops;
+mod stages;
 mod types;
 
 pub use error::ModelError;
+pub use family::{Model, ModelGpu};
+pub use files::sha256_hex;
 pub use locate::{model_cache_dir, resolve_model_path};
+pub use ops::MODEL_SHADER_SOURCES;
+pub use stages::StageTimes;
 pub use types::{ForwardOutput, GenerateOptions, GenerateStats, ModelInfo, Sampling, Token};

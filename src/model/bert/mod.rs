@@ -1,81 +1,307 @@
-//! A BERT encoder from a Hugging Face directory (config.json, model.safetensors, tokenizer.json).
+//! A BERT encoder from a Hugging Face directory (config.json, model.safetensors,
+//! tokenizer.json), as all-MiniLM-L6-v2 ships it.
 //!
-//! Interface placeholder: every call returns [`ModelError::Unsupported`] until the
-//! family's loader and forward passes land.
+//! The forward pass: embeddings (word + position + token type 0), LayerNorm, then per
+//! layer bidirectional self-attention (scale 1/sqrt(head_dim)), output projection,
+//! residual + LayerNorm, intermediate dense with erf GELU, output dense, residual +
+//! LayerNorm. [`sentence_embedding`] adds sentence-transformers' mean pooling and L2
+//! normalisation on top of the last hidden state.
+
+mod config;
+mod cpu;
+mod gpu;
+mod tokenizer;
+mod weights;
 
 use std::path::Path;
 
+use ndarray::{Array1, ArrayView2};
+
+pub use config::BertConfig;
+use tokenizer::BertTokenizer;
+use weights::BertWeights;
+
+use crate::model::files::{read_bounded, sha256_hex};
+#[cfg(not(target_arch = "wasm32"))]
+use crate::model::stages::Clock;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::model::StageTimes;
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
+/// File size bounds: far above any real file of the kind, far below what would exhaust
+/// memory by accident.
+const CONFIG_LIMIT: u64 = 1 << 20;
+const TOKENIZER_LIMIT: u64 = 64 << 20;
+const WEIGHTS_LIMIT: u64 = 4 << 30;
+
 /// The model's weights and tokenizer in host memory.
 pub struct BertModel {
-    _private: (),
+    config: BertConfig,
+    weights: BertWeights,
+    tokenizer: BertTokenizer,
+    files: Vec<(String, String)>,
 }
 
 /// The model's weights on one device, ready to run.
 pub struct BertGpu {
-    _private: (),
+    config: BertConfig,
+    weights: gpu::DeviceWeights,
 }
 
-fn pending() -> ModelError {
-    ModelError::Unsupported("the bert family is not implemented yet".into())
+fn encoder_only() -> ModelError {
+    ModelError::input(
+        "--model",
+        "BERT is an encoder: it has no next-token head to generate with",
+    )
+}
+
+/// Checks a token sequence against the model's sizes.
+fn check_ids(c: &BertConfig, ids: &[u32]) -> Result<(), ModelError> {
+    if ids.is_empty() {
+        return Err(ModelError::input("ids", "no tokens"));
+    }
+    if ids.len() > c.max_position_embeddings {
+        return Err(ModelError::input(
+            "--text",
+            format!(
+                "{} tokens exceed the model's {} positions",
+                ids.len(),
+                c.max_position_embeddings
+            ),
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= c.vocab_size) {
+        return Err(ModelError::input(
+            "ids",
+            format!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.vocab_size
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl BertModel {
-    /// Loads the model from `path`.
-    pub fn load(_path: &Path) -> Result<Self, ModelError> {
-        Err(pending())
+    /// Loads the model from a directory holding `config.json`, `model.safetensors` and
+    /// `tokenizer.json`.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`] for a missing or unreadable file, [`ModelError::Format`] naming
+    /// the file or tensor that is malformed, [`ModelError::Unsupported`] for a config
+    /// this crate does not run.
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
+        if !path.is_dir() {
+            return Err(ModelError::Io {
+                path: path.display().to_string(),
+                detail: "not a model directory (config.json, model.safetensors, tokenizer.json)"
+                    .into(),
+            });
+        }
+        let config = read_bounded(&path.join("config.json"), CONFIG_LIMIT)?;
+        let tokenizer = read_bounded(&path.join("tokenizer.json"), TOKENIZER_LIMIT)?;
+        let weights = read_bounded(&path.join("model.safetensors"), WEIGHTS_LIMIT)?;
+        Self::from_parts(&config, &weights, &tokenizer)
+    }
+
+    /// Builds the model from the three files' contents (for tests, and for the browser,
+    /// which has no file system).
+    ///
+    /// # Errors
+    /// As [`BertModel::load`].
+    pub fn from_parts(
+        config_json: &[u8],
+        safetensors: &[u8],
+        tokenizer_json: &[u8],
+    ) -> Result<Self, ModelError> {
+        let text = std::str::from_utf8(config_json)
+            .map_err(|e| ModelError::format("config.json", e.to_string()))?;
+        let config = BertConfig::from_json(text)?;
+        let tokenizer = BertTokenizer::from_json(tokenizer_json)?;
+        let weights = BertWeights::from_safetensors(safetensors, &config)?;
+        let files = vec![
+            ("config.json".to_string(), sha256_hex(config_json)),
+            ("model.safetensors".to_string(), sha256_hex(safetensors)),
+            ("tokenizer.json".to_string(), sha256_hex(tokenizer_json)),
+        ];
+        Ok(Self {
+            config,
+            weights,
+            tokenizer,
+            files,
+        })
+    }
+
+    /// The parsed `config.json`.
+    pub fn config(&self) -> &BertConfig {
+        &self.config
     }
 
     /// Architecture, sizes, tokenizer and file hashes.
     pub fn info(&self) -> ModelInfo {
-        unreachable!("no BertModel can be built yet")
+        let c = &self.config;
+        ModelInfo {
+            architecture: "bert".into(),
+            layers: c.num_hidden_layers,
+            heads: c.num_attention_heads,
+            kv_heads: c.num_attention_heads,
+            hidden: c.hidden_size,
+            head_dim: c.head_dim(),
+            intermediate: c.intermediate_size,
+            vocab: c.vocab_size,
+            max_positions: c.max_position_embeddings,
+            causal: false,
+            tokenizer: format!(
+                "{} from tokenizer.json, {} tokens, no padding or truncation",
+                self.tokenizer.kind(),
+                self.tokenizer.vocab_size()
+            ),
+            files: self.files.clone(),
+        }
     }
 
     /// The token ids and strings of `text`, special tokens included.
-    pub fn tokenize(&self, _text: &str) -> Result<Vec<Token>, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--text` for an empty text.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<Token>, ModelError> {
+        self.tokenizer.encode(text)
     }
 
     /// The text of `ids` (for streaming generated tokens).
-    pub fn decode(&self, _ids: &[u32]) -> Result<String, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] when the tokenizer cannot decode them.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.tokenizer.decode(ids)
     }
 
     /// The forward pass in float64 on the CPU (results rounded to f32).
-    pub fn forward_cpu(&self, _ids: &[u32], _attention: bool) -> Result<ForwardOutput, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] for no ids, more ids than positions, or an id outside the
+    /// vocabulary.
+    pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
+        check_ids(&self.config, ids)?;
+        let out = cpu::forward(&self.weights, &self.config, ids, attention, None);
+        Ok(ForwardOutput {
+            attention: out.attention,
+            hidden: out.hidden.mapv(|v| v as f32),
+            logits: None,
+        })
     }
 
-    /// Greedy or sampled generation on the CPU; `on_token` sees each new token as it comes.
+    /// [`BertModel::forward_cpu`] with the time of each stage, summed over layers.
+    /// Native only.
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_cpu`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn forward_cpu_timed(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<(ForwardOutput, StageTimes), ModelError> {
+        check_ids(&self.config, ids)?;
+        let mut clock = Clock::start();
+        let out = cpu::forward(
+            &self.weights,
+            &self.config,
+            ids,
+            attention,
+            Some(&mut clock),
+        );
+        let output = ForwardOutput {
+            attention: out.attention,
+            hidden: out.hidden.mapv(|v| v as f32),
+            logits: None,
+        };
+        Ok((output, clock.times))
+    }
+
+    /// An encoder does not generate: always [`ModelError::Input`] naming `--model`.
+    ///
+    /// # Errors
+    /// Always.
     pub fn generate_cpu(
         &self,
         _prompt: &[u32],
         _opts: &GenerateOptions,
         _on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
-        Err(pending())
+        Err(encoder_only())
     }
 
     /// Uploads the weights to `ctx`'s device.
-    pub fn upload(&self, _ctx: &GpuContext) -> Result<BertGpu, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Attention`] when a tensor does not fit the device or the upload fails.
+    pub fn upload(&self, ctx: &GpuContext) -> Result<BertGpu, ModelError> {
+        Ok(BertGpu {
+            config: self.config.clone(),
+            weights: gpu::DeviceWeights::upload(ctx, &self.weights)?,
+        })
     }
 }
 
 impl BertGpu {
     /// The forward pass on the GPU.
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_cpu`] for the ids; [`ModelError::Attention`] when the device
+    /// fails.
     pub async fn forward(
         &self,
-        _ctx: &GpuContext,
-        _ids: &[u32],
-        _attention: bool,
+        ctx: &GpuContext,
+        ids: &[u32],
+        attention: bool,
     ) -> Result<ForwardOutput, ModelError> {
-        Err(pending())
+        check_ids(&self.config, ids)?;
+        let (hidden, attention) =
+            gpu::forward(ctx, &self.config, &self.weights, ids, attention, None).await?;
+        Ok(ForwardOutput {
+            attention,
+            hidden,
+            logits: None,
+        })
     }
 
-    /// Greedy or sampled generation on the GPU; `on_token` sees each new token as it comes.
+    /// [`BertGpu::forward`] with the time of each stage, summed over layers: each stage
+    /// is submitted and waited for on its own. Native only (the browser cannot wait).
+    ///
+    /// # Errors
+    /// As [`BertGpu::forward`].
+    #[cfg(not(target_arch = "wasm32"))]
+    pub async fn forward_timed(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<(ForwardOutput, StageTimes), ModelError> {
+        check_ids(&self.config, ids)?;
+        let mut clock = Clock::start();
+        let (hidden, attention) = gpu::forward(
+            ctx,
+            &self.config,
+            &self.weights,
+            ids,
+            attention,
+            Some(&mut clock),
+        )
+        .await?;
+        let output = ForwardOutput {
+            attention,
+            hidden,
+            logits: None,
+        };
+        Ok((output, clock.times))
+    }
+
+    /// An encoder does not generate: always [`ModelError::Input`] naming `--model`.
+    ///
+    /// # Errors
+    /// Always.
     pub async fn generate(
         &self,
         _ctx: &GpuContext,
@@ -83,6 +309,54 @@ impl BertGpu {
         _opts: &GenerateOptions,
         _on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
-        Err(pending())
+        Err(encoder_only())
+    }
+}
+
+/// The sentence embedding of all-MiniLM-L6-v2 (sentence-transformers' mean pooling and
+/// `Normalize` modules): the mean of the rows of the last hidden state `(L, hidden)`,
+/// every token counted (one unpadded sequence: the attention mask is all ones), divided
+/// by its L2 norm. Computed in f64.
+pub fn sentence_embedding(hidden: ArrayView2<'_, f32>) -> Array1<f32> {
+    let mask = Array1::<f32>::ones(hidden.nrows());
+    sentence_embedding_masked(hidden, mask.view())
+}
+
+/// As [`sentence_embedding`] for a padded sequence: rows where `mask` is 0 are left out
+/// of the mean (the mask is a weight per row, as sentence-transformers applies it).
+pub fn sentence_embedding_masked(
+    hidden: ArrayView2<'_, f32>,
+    mask: ndarray::ArrayView1<'_, f32>,
+) -> Array1<f32> {
+    cpu::pool_normalize(hidden, mask)
+        .into_iter()
+        .map(|v| v as f32)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu::erf;
+
+    #[test]
+    fn erf_matches_tabulated_values() {
+        let table = [
+            (0.0, 0.0),
+            (0.1, 0.112_462_916_018_284_9),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (2.0, 0.995_322_265_018_952_7),
+            (2.5, 0.999_593_047_982_555),
+            (3.0, 0.999_977_909_503_001_4),
+            (4.5, 0.999_999_999_803_383),
+        ];
+        for (x, want) in table {
+            assert!(
+                (erf(x) - want).abs() < 1e-14,
+                "erf({x}) = {} not {want}",
+                erf(x)
+            );
+            assert!((erf(-x) + want).abs() < 1e-14, "erf(-{x})");
+        }
     }
 }

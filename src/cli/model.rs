@@ -1,0 +1,534 @@
+//! `wgpu-attention model info|tokenize|attention|next|generate`: real pretrained models
+//! (a Hugging Face BERT directory or a llama-family GGUF file) on the GPU kernels or the
+//! float64 CPU path. Every input is checked before a device opens; outputs are written
+//! only once everything they hold has been computed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use ndarray::Array4;
+use wgpu_attention::model::{
+    resolve_model_path, ForwardOutput, GenerateOptions, Model, ModelError, ModelGpu, Sampling,
+    StageTimes, Token,
+};
+use wgpu_attention::GpuContext;
+
+use super::args::Backend;
+use super::exit::CliError;
+
+/// The flags shared by every `model` subcommand.
+#[derive(Debug, clap::Args)]
+pub struct ModelArg {
+    /// A model directory (BERT: config.json, model.safetensors, tokenizer.json) or a .gguf
+    /// file (llama family); `minilm` and `smollm2` name the models scripts/fetch-models.sh
+    /// fetched.
+    #[arg(long, value_name = "PATH")]
+    pub model: String,
+}
+
+/// The text to run.
+#[derive(Debug, clap::Args)]
+pub struct TextArg {
+    /// The input text.
+    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
+    pub text: String,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ModelCommand {
+    /// Architecture, sizes, tokenizer and the sha256 of every file read.
+    Info {
+        #[command(flatten)]
+        model: ModelArg,
+    },
+    /// The tokens of a text and their ids, special tokens included.
+    Tokenize {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+    },
+    /// The softmax attention probabilities of every layer and head for a text.
+    Attention {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+        /// Where to write the probabilities: float32 (layers, heads, L, L).
+        #[arg(long, value_name = "A.npy")]
+        out: PathBuf,
+        /// Also write the token strings as a JSON list (special tokens included).
+        #[arg(long, value_name = "T.json")]
+        tokens_out: Option<PathBuf>,
+        /// Where to compute: the GPU kernels or the float64 CPU path.
+        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+        backend: Backend,
+        /// Run the forward pass N more times and report their median time (the first
+        /// run builds the GPU pipelines).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        repeat: usize,
+        /// Then run one more forward pass stage by stage (each stage submitted and waited
+        /// for on its own) and report the time of each, summed over layers (BERT).
+        #[arg(long)]
+        stages: bool,
+    },
+    /// The most likely next tokens after a text, with their probabilities (causal models).
+    Next {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+        /// How many tokens to list.
+        #[arg(long, value_name = "K", default_value_t = 5)]
+        top: usize,
+        /// Also write the logits at the last position: float32 (vocab,).
+        #[arg(long, value_name = "LOGITS.npy")]
+        logits_out: Option<PathBuf>,
+        /// Where to compute: the GPU kernels or the float64 CPU path.
+        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+        backend: Backend,
+    },
+    /// Generates tokens after a text, streaming them to stdout; tokens per second for the
+    /// prompt and for generation go to stderr (causal models).
+    Generate {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+        /// How many tokens to generate at most (fewer when the model ends the text).
+        #[arg(long, value_name = "N")]
+        max_new_tokens: usize,
+        /// Sampling temperature; 0 (the default) picks the most likely token.
+        #[arg(
+            long,
+            value_name = "T",
+            default_value_t = 0.0,
+            allow_negative_numbers = true
+        )]
+        temperature: f32,
+        /// Sample among the K most likely tokens only (0 = all).
+        #[arg(long, value_name = "K", default_value_t = 0)]
+        top_k: usize,
+        /// Seed of the sampler: the same seed gives the same tokens.
+        #[arg(long, value_name = "S", default_value_t = 0)]
+        seed: u64,
+        /// Recompute the whole sequence for every token instead of using the KV cache
+        /// (for comparison).
+        #[arg(long)]
+        no_cache: bool,
+        /// Keep generating past the end-of-sequence token.
+        #[arg(long)]
+        ignore_eos: bool,
+        /// Where to compute: the GPU kernels or the float64 CPU path.
+        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+        backend: Backend,
+    },
+}
+
+/// A library error as the command line reports it: input errors name their flag.
+fn to_cli(e: ModelError) -> CliError {
+    if !e.is_input_error() {
+        return CliError::runtime(e.to_string());
+    }
+    match e {
+        ModelError::Input { arg, detail } if arg.starts_with("--") => CliError::input(arg, detail),
+        // Ids come from the text.
+        ModelError::Input { detail, .. } => CliError::input("--text", detail),
+        ModelError::Attention(a) => CliError::from(a),
+        other => CliError::input("--model", other.to_string()),
+    }
+}
+
+fn load(arg: &ModelArg) -> Result<Model, CliError> {
+    let path = resolve_model_path(&arg.model).map_err(to_cli)?;
+    Model::load(&path).map_err(to_cli)
+}
+
+/// Tokenizes and checks the length against the model's positions.
+fn tokens(model: &Model, text: &TextArg) -> Result<Vec<Token>, CliError> {
+    let tokens = model.tokenize(&text.text).map_err(to_cli)?;
+    let max = model.info().max_positions;
+    if tokens.len() > max {
+        return Err(CliError::input(
+            "--text",
+            format!("{} tokens exceed the model's {max} positions", tokens.len()),
+        ));
+    }
+    Ok(tokens)
+}
+
+fn gpu() -> Result<GpuContext, CliError> {
+    GpuContext::new().map_err(|e| CliError::runtime(e.to_string()))
+}
+
+fn forward(
+    model: &Model,
+    ids: &[u32],
+    attention: bool,
+    backend: Backend,
+) -> Result<ForwardOutput, CliError> {
+    match backend {
+        Backend::Cpu => model.forward_cpu(ids, attention).map_err(to_cli),
+        Backend::Gpu => {
+            let ctx = gpu()?;
+            let weights = model.upload(&ctx).map_err(to_cli)?;
+            pollster::block_on(weights.forward(&ctx, ids, attention)).map_err(to_cli)
+        }
+    }
+}
+
+pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
+    match cmd {
+        ModelCommand::Info { model } => info(&load(model)?),
+        ModelCommand::Tokenize { model, text } => {
+            let model = load(model)?;
+            for t in tokens(&model, text)? {
+                println!("{:>8}  {}", t.id, t.text);
+            }
+            Ok(())
+        }
+        ModelCommand::Attention {
+            model,
+            text,
+            out,
+            tokens_out,
+            backend,
+            repeat,
+            stages,
+        } => attention(
+            model,
+            text,
+            (out, tokens_out.as_deref()),
+            *backend,
+            (*repeat, *stages),
+        ),
+        ModelCommand::Next {
+            model,
+            text,
+            top,
+            logits_out,
+            backend,
+        } => next(model, text, *top, logits_out.as_deref(), *backend),
+        ModelCommand::Generate {
+            model,
+            text,
+            max_new_tokens,
+            temperature,
+            top_k,
+            seed,
+            no_cache,
+            ignore_eos,
+            backend,
+        } => {
+            if !(temperature.is_finite() && *temperature >= 0.0) {
+                return Err(CliError::input(
+                    "--temperature",
+                    format!("must be a finite number >= 0, got {temperature}"),
+                ));
+            }
+            let sampling = if *temperature == 0.0 {
+                Sampling::Greedy
+            } else {
+                Sampling::Sample {
+                    temperature: *temperature,
+                    top_k: *top_k,
+                    seed: *seed,
+                }
+            };
+            let opts = GenerateOptions {
+                max_new_tokens: *max_new_tokens,
+                sampling,
+                use_cache: !no_cache,
+                stop_at_eos: !ignore_eos,
+            };
+            generate(model, text, &opts, *backend)
+        }
+    }
+}
+
+fn info(model: &Model) -> Result<(), CliError> {
+    let i = model.info();
+    println!("architecture: {}", i.architecture);
+    println!("layers: {}", i.layers);
+    println!("heads: {} (key/value heads: {})", i.heads, i.kv_heads);
+    println!("hidden: {} (head dim {})", i.hidden, i.head_dim);
+    println!("intermediate: {}", i.intermediate);
+    println!("vocab: {}", i.vocab);
+    println!("max positions: {}", i.max_positions);
+    println!(
+        "attention: {}",
+        if i.causal { "causal" } else { "bidirectional" }
+    );
+    println!("tokenizer: {}", i.tokenizer);
+    for (name, sha) in &i.files {
+        println!("file: {name} sha256 {sha}");
+    }
+    Ok(())
+}
+
+/// One stderr line per stage, in milliseconds.
+fn print_stages(backend: Backend, t: &StageTimes) {
+    for (stage, seconds) in t.entries() {
+        eprintln!("{backend:?} stage {stage}: {:.2} ms", seconds * 1e3);
+    }
+    eprintln!("{backend:?} stages total: {:.2} ms", t.total() * 1e3);
+}
+
+/// Seconds since `start`.
+fn since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64()
+}
+
+fn attention(
+    model: &ModelArg,
+    text: &TextArg,
+    (out, tokens_out): (&Path, Option<&Path>),
+    backend: Backend,
+    (repeat, stages): (usize, bool),
+) -> Result<(), CliError> {
+    check_dir("--out", out)?;
+    if let Some(p) = tokens_out {
+        check_dir("--tokens-out", p)?;
+    }
+    let start = Instant::now();
+    let model = load(model)?;
+    let load_s = since(start);
+    let start = Instant::now();
+    let tokens = tokens(&model, text)?;
+    let tokenize_s = since(start);
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let mut times = Vec::new();
+    let (result, upload_s) = match backend {
+        Backend::Cpu => {
+            let mut result = None;
+            for _ in 0..=repeat {
+                let start = Instant::now();
+                result = Some(model.forward_cpu(&ids, true).map_err(to_cli)?);
+                times.push(since(start));
+            }
+            if let (true, Model::Bert(bert)) = (stages, &model) {
+                let (_, t) = bert.forward_cpu_timed(&ids, true).map_err(to_cli)?;
+                print_stages(backend, &t);
+            }
+            (result, 0.0)
+        }
+        Backend::Gpu => {
+            let ctx = gpu()?;
+            let start = Instant::now();
+            let weights = model.upload(&ctx).map_err(to_cli)?;
+            let upload_s = since(start);
+            let mut result = None;
+            for _ in 0..=repeat {
+                let start = Instant::now();
+                let run = pollster::block_on(weights.forward(&ctx, &ids, true));
+                result = Some(run.map_err(to_cli)?);
+                times.push(since(start));
+            }
+            if let (true, ModelGpu::Bert(bert)) = (stages, &weights) {
+                let run = pollster::block_on(bert.forward_timed(&ctx, &ids, true));
+                print_stages(backend, &run.map_err(to_cli)?.1);
+            }
+            (result, upload_s)
+        }
+    };
+    let probs: Array4<f32> = result
+        .and_then(|r| r.attention)
+        .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
+    let mut files = vec![(out, npy_bytes(&probs)?)];
+    if let Some(p) = tokens_out {
+        let names: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
+        let json = serde_json::to_vec(&names)
+            .map_err(|e| CliError::runtime(format!("encoding the tokens: {e}")))?;
+        files.push((p, json));
+    }
+    write_all(&files, &["--out", "--tokens-out"])?;
+    let (l, h, n, _) = probs.dim();
+    println!(
+        "{}: float32 ({l}, {h}, {n}, {n}) attention probabilities of {n} tokens",
+        out.display()
+    );
+    let first = times.first().copied().unwrap_or_default();
+    let mut warm = times[1..].to_vec();
+    warm.sort_by(f64::total_cmp);
+    let median = warm.get(warm.len() / 2).map_or(String::new(), |m| {
+        format!(", then median {:.1} ms over {} runs", m * 1e3, warm.len())
+    });
+    eprintln!(
+        "{backend:?}: load {:.1} ms, tokenize {:.2} ms, upload {:.1} ms, forward {:.1} ms{median}",
+        load_s * 1e3,
+        tokenize_s * 1e3,
+        upload_s * 1e3,
+        first * 1e3,
+    );
+    Ok(())
+}
+
+fn next(
+    model: &ModelArg,
+    text: &TextArg,
+    top: usize,
+    logits_out: Option<&Path>,
+    backend: Backend,
+) -> Result<(), CliError> {
+    if top == 0 {
+        return Err(CliError::input("--top", "must be at least 1"));
+    }
+    if let Some(p) = logits_out {
+        check_dir("--logits-out", p)?;
+    }
+    let model = load(model)?;
+    if !model.info().causal {
+        return Err(CliError::input(
+            "--model",
+            "BERT is an encoder: it has no next-token head",
+        ));
+    }
+    let tokens = tokens(&model, text)?;
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let result = forward(&model, &ids, false, backend)?;
+    let logits = result
+        .logits
+        .ok_or_else(|| CliError::runtime("the forward pass returned no logits"))?;
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let total: f64 = logits.iter().map(|&z| f64::from(z - max).exp()).sum();
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    // Highest first; ties go to the lower id. NaN sorts last.
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    let mut lines = Vec::new();
+    for (rank, &id) in order.iter().take(top).enumerate() {
+        let p = f64::from(logits[id] - max).exp() / total;
+        let piece = model.decode(&[id as u32]).map_err(to_cli)?;
+        lines.push(format!("{:>2}  {:>6}  {p:.4}  {:?}", rank + 1, id, piece));
+    }
+    if let Some(p) = logits_out {
+        write_all(&[(p, npy_bytes(&logits)?)], &["--logits-out"])?;
+    }
+    for line in lines {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn generate(
+    model: &ModelArg,
+    text: &TextArg,
+    opts: &GenerateOptions,
+    backend: Backend,
+) -> Result<(), CliError> {
+    let model = load(model)?;
+    if !model.info().causal {
+        return Err(CliError::input(
+            "--model",
+            "BERT is an encoder: it has no next-token head to generate with",
+        ));
+    }
+    let tokens = tokens(&model, text)?;
+    let max = model.info().max_positions;
+    if tokens.len() + opts.max_new_tokens > max {
+        return Err(CliError::input(
+            "--max-new-tokens",
+            format!(
+                "{} prompt tokens + {} new exceed the model's {max} positions",
+                tokens.len(),
+                opts.max_new_tokens
+            ),
+        ));
+    }
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let mut generated: Vec<u32> = Vec::new();
+    let mut shown = String::new();
+    // Decodes everything generated so far and prints what is new: a token may end in the
+    // middle of a character, which the next token completes.
+    let mut on_token = |id: u32| {
+        generated.push(id);
+        if let Ok(text) = model.decode(&generated) {
+            if let Some(fresh) = text.strip_prefix(shown.as_str()) {
+                print!("{fresh}");
+                let _ = std::io::stdout().flush();
+                shown = text;
+            }
+        }
+    };
+    let stats = match backend {
+        Backend::Cpu => model.generate_cpu(&ids, opts, &mut on_token),
+        Backend::Gpu => {
+            let ctx = gpu()?;
+            let weights = model.upload(&ctx).map_err(to_cli)?;
+            pollster::block_on(weights.generate(&ctx, &ids, opts, &mut on_token))
+        }
+    }
+    .map_err(to_cli)?;
+    println!();
+    let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { f64::INFINITY };
+    let after_first = stats.generated.len().saturating_sub(1);
+    eprintln!(
+        "prompt: {} tokens in {:.3} s ({:.1} tokens/s); generation: {} tokens in {:.3} s ({:.2} tokens/s, {}, {backend:?})",
+        stats.prompt_tokens,
+        stats.prompt_seconds,
+        rate(stats.prompt_tokens, stats.prompt_seconds),
+        after_first,
+        stats.generate_seconds,
+        rate(after_first, stats.generate_seconds),
+        if opts.use_cache { "KV cache" } else { "no cache" },
+    );
+    Ok(())
+}
+
+/// Fails early, before any work, when an output's directory does not exist.
+fn check_dir(flag: &'static str, path: &Path) -> Result<(), CliError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if dir.is_dir() {
+        Ok(())
+    } else {
+        Err(CliError::input(
+            flag,
+            format!(
+                "cannot write {}: no directory {}",
+                path.display(),
+                dir.display()
+            ),
+        ))
+    }
+}
+
+fn npy_bytes<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>) -> Result<Vec<u8>, CliError> {
+    use ndarray_npy::WriteNpyExt;
+    let mut bytes = Vec::new();
+    a.write_npy(&mut bytes)
+        .map_err(|e| CliError::runtime(format!("encoding .npy: {e}")))?;
+    Ok(bytes)
+}
+
+/// Writes each file beside its destination, then renames them all into place, so no
+/// output is ever seen half written.
+fn write_all(files: &[(&Path, Vec<u8>)], flags: &[&'static str]) -> Result<(), CliError> {
+    let mut staged = Vec::new();
+    for (n, (path, bytes)) in files.iter().enumerate() {
+        let flag = flags.get(n).copied().unwrap_or("--out");
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".partial-{}", std::process::id()));
+        let tmp = path.with_file_name(name);
+        if let Err(e) = std::fs::write(&tmp, bytes) {
+            let _ = std::fs::remove_file(&tmp);
+            for (_, t, _) in &staged {
+                let _ = std::fs::remove_file(t);
+            }
+            return Err(CliError::input(
+                flag,
+                format!("cannot write {}: {e}", path.display()),
+            ));
+        }
+        staged.push((flag, tmp, *path));
+    }
+    for (flag, tmp, path) in &staged {
+        std::fs::rename(tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(tmp);
+            CliError::input(flag, format!("cannot write {}: {e}", path.display()))
+        })?;
+    }
+    Ok(())
+}

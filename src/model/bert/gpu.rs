@@ -1,0 +1,321 @@
+//! The encoder on the GPU: the model kernels (embedding gather, residual + LayerNorm,
+//! GELU), the crate's dense-layer kernel for every projection, and the crate's own
+//! attention path for the self-attention of each layer. Everything stays on the device;
+//! the last hidden state and the attention probabilities come back in one readback.
+
+use ndarray::{Array2, Array4};
+
+use super::config::BertConfig;
+use super::weights::{BertWeights, Dense, Norm};
+use crate::model::ops::{
+    read_tensors, record_add_norm, record_embed, record_gelu, record_linear, submit, upload_ids,
+    wait_idle, AddNorm, Embed, HeadLayout, Linear,
+};
+use crate::model::stages::Clock;
+use crate::model::ModelError;
+use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
+
+pub(crate) struct DenseGpu {
+    w: GpuTensor,
+    b: GpuTensor,
+}
+
+pub(crate) struct NormGpu {
+    w: GpuTensor,
+    b: GpuTensor,
+}
+
+pub(crate) struct LayerGpu {
+    query: DenseGpu,
+    key: DenseGpu,
+    value: DenseGpu,
+    attn_out: DenseGpu,
+    attn_norm: NormGpu,
+    intermediate: DenseGpu,
+    output: DenseGpu,
+    out_norm: NormGpu,
+}
+
+/// The weights on one device.
+pub(crate) struct DeviceWeights {
+    word: GpuTensor,
+    position: GpuTensor,
+    token_type: GpuTensor,
+    embed_norm: NormGpu,
+    layers: Vec<LayerGpu>,
+}
+
+fn up2(ctx: &GpuContext, a: &Array2<f32>) -> Result<GpuTensor, ModelError> {
+    Ok(GpuTensor::from_array(ctx, a.view().into_dyn())?)
+}
+
+fn up1(ctx: &GpuContext, a: &ndarray::Array1<f32>) -> Result<GpuTensor, ModelError> {
+    Ok(GpuTensor::from_array(ctx, a.view().into_dyn())?)
+}
+
+fn dense(ctx: &GpuContext, d: &Dense) -> Result<DenseGpu, ModelError> {
+    Ok(DenseGpu {
+        w: up2(ctx, &d.w)?,
+        b: up1(ctx, &d.b)?,
+    })
+}
+
+fn norm(ctx: &GpuContext, n: &Norm) -> Result<NormGpu, ModelError> {
+    Ok(NormGpu {
+        w: up1(ctx, &n.w)?,
+        b: up1(ctx, &n.b)?,
+    })
+}
+
+impl DeviceWeights {
+    pub(crate) fn upload(ctx: &GpuContext, w: &BertWeights) -> Result<Self, ModelError> {
+        let layers = w
+            .layers
+            .iter()
+            .map(|l| {
+                Ok(LayerGpu {
+                    query: dense(ctx, &l.query)?,
+                    key: dense(ctx, &l.key)?,
+                    value: dense(ctx, &l.value)?,
+                    attn_out: dense(ctx, &l.attn_out)?,
+                    attn_norm: norm(ctx, &l.attn_norm)?,
+                    intermediate: dense(ctx, &l.intermediate)?,
+                    output: dense(ctx, &l.output)?,
+                    out_norm: norm(ctx, &l.out_norm)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        Ok(Self {
+            word: up2(ctx, &w.word)?,
+            position: up2(ctx, &w.position)?,
+            token_type: up2(ctx, &w.token_type)?,
+            embed_norm: norm(ctx, &w.embed_norm)?,
+            layers,
+        })
+    }
+}
+
+/// The activations of one forward pass, allocated once for its length.
+struct Scratch {
+    embedded: GpuTensor,
+    x: GpuTensor,
+    mid: GpuTensor,
+    proj: GpuTensor,
+    q: GpuTensor,
+    k: GpuTensor,
+    v: GpuTensor,
+    heads_out: GpuTensor,
+    inter: GpuTensor,
+}
+
+impl Scratch {
+    fn new(ctx: &GpuContext, c: &BertConfig, l: usize) -> Result<Self, ModelError> {
+        let (h, heads, dim) = (c.hidden_size, c.num_attention_heads, c.head_dim());
+        let rows = |w: usize| GpuTensor::empty(ctx, &[l, w]);
+        let split = || GpuTensor::empty(ctx, &[1, heads, l, dim]);
+        Ok(Self {
+            embedded: rows(h)?,
+            x: rows(h)?,
+            mid: rows(h)?,
+            proj: rows(h)?,
+            q: split()?,
+            k: split()?,
+            v: split()?,
+            heads_out: split()?,
+            inter: rows(c.intermediate_size)?,
+        })
+    }
+}
+
+/// With a clock: submits what `encoder` holds, waits for the device, and charges the time
+/// to `stage`. Without one: nothing (the work stays in the encoder).
+async fn lap(
+    ctx: &GpuContext,
+    encoder: &mut wgpu::CommandEncoder,
+    clock: &mut Option<&mut Clock>,
+    stage: &'static str,
+) -> Result<(), ModelError> {
+    let Some(clock) = clock.as_deref_mut() else {
+        return Ok(());
+    };
+    let done = std::mem::replace(
+        encoder,
+        ctx.device().create_command_encoder(&Default::default()),
+    );
+    submit(ctx, done, stage).await?;
+    wait_idle(ctx)?;
+    clock.lap(stage);
+    Ok(())
+}
+
+/// Runs the encoder; returns the last hidden state `(L, hidden)` and, when asked, the
+/// attention probabilities `(layers, heads, L, L)`. `ids` are already checked. With a
+/// clock, each stage is submitted and timed on its own.
+pub(crate) async fn forward(
+    ctx: &GpuContext,
+    c: &BertConfig,
+    w: &DeviceWeights,
+    ids: &[u32],
+    attention: bool,
+    mut clock: Option<&mut Clock>,
+) -> Result<(Array2<f32>, Option<Array4<f32>>), ModelError> {
+    let (l, h, heads, dim) = (
+        ids.len(),
+        c.hidden_size,
+        c.num_attention_heads,
+        c.head_dim(),
+    );
+    let s = Scratch::new(ctx, c, l)?;
+    let probs = if attention {
+        (0..w.layers.len())
+            .map(|_| GpuTensor::empty(ctx, &[1, heads, l, l]))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
+    let id_buffer = upload_ids(ctx, ids)?;
+    let eps = c.layer_norm_eps as f32;
+    let l32 = l as u32;
+    let rows = |width: usize| HeadLayout::rows(l32, width as u32);
+    let split = HeadLayout::heads(l32, heads as u32, dim as u32, l32, 0);
+
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    let embed = Embed {
+        ids: &id_buffer,
+        rows: l,
+        word: &w.word,
+        position: &w.position,
+        token_type: &w.token_type,
+        out: &s.embedded,
+    };
+    record_embed(ctx, &mut encoder, &embed).await?;
+    let norm = AddNorm {
+        x: &s.embedded,
+        residual: None,
+        gamma: &w.embed_norm.w,
+        beta: &w.embed_norm.b,
+        y: &s.x,
+        rows: l,
+        eps,
+    };
+    record_add_norm(ctx, &mut encoder, &norm).await?;
+    lap(ctx, &mut encoder, &mut clock, "embeddings + LayerNorm").await?;
+
+    for (n, layer) in w.layers.iter().enumerate() {
+        for (d, out) in [
+            (&layer.query, &s.q),
+            (&layer.key, &s.k),
+            (&layer.value, &s.v),
+        ] {
+            let call = Linear {
+                x: ("x", &s.x, rows(h)),
+                w: ("w", &d.w),
+                bias: ("bias", &d.b),
+                y: ("q/k/v", out, split),
+                rows: l,
+            };
+            record_linear(ctx, &mut encoder, &call).await?;
+        }
+        submit(ctx, encoder, "embedding and projecting q, k and v").await?;
+        if let Some(clock) = clock.as_deref_mut() {
+            wait_idle(ctx)?;
+            clock.lap("q, k, v projections");
+        }
+
+        let opts = AttentionOptions {
+            return_weights: attention,
+            ..Default::default()
+        };
+        let outputs = GpuOutputs {
+            out: s.heads_out.clone(),
+            weights: probs.get(n).cloned(),
+            lse: None,
+        };
+        attention_gpu_into_async(ctx, &s.q, &s.k, &s.v, &opts, &outputs).await?;
+        if let Some(clock) = clock.as_deref_mut() {
+            wait_idle(ctx)?;
+            clock.lap("attention");
+        }
+
+        encoder = ctx.device().create_command_encoder(&Default::default());
+        let merge = Linear {
+            x: ("attention", &s.heads_out, split),
+            w: ("w", &layer.attn_out.w),
+            bias: ("bias", &layer.attn_out.b),
+            y: ("attention output", &s.proj, rows(h)),
+            rows: l,
+        };
+        record_linear(ctx, &mut encoder, &merge).await?;
+        let norm = AddNorm {
+            x: &s.proj,
+            residual: Some(&s.x),
+            gamma: &layer.attn_norm.w,
+            beta: &layer.attn_norm.b,
+            y: &s.mid,
+            rows: l,
+            eps,
+        };
+        record_add_norm(ctx, &mut encoder, &norm).await?;
+        lap(
+            ctx,
+            &mut encoder,
+            &mut clock,
+            "output projection + residual + LayerNorm",
+        )
+        .await?;
+        let up = Linear {
+            x: ("x", &s.mid, rows(h)),
+            w: ("w", &layer.intermediate.w),
+            bias: ("bias", &layer.intermediate.b),
+            y: ("intermediate", &s.inter, rows(c.intermediate_size)),
+            rows: l,
+        };
+        record_linear(ctx, &mut encoder, &up).await?;
+        lap(ctx, &mut encoder, &mut clock, "intermediate dense").await?;
+        record_gelu(ctx, &mut encoder, &s.inter, l * c.intermediate_size).await?;
+        lap(ctx, &mut encoder, &mut clock, "GELU").await?;
+        let down = Linear {
+            x: ("intermediate", &s.inter, rows(c.intermediate_size)),
+            w: ("w", &layer.output.w),
+            bias: ("bias", &layer.output.b),
+            y: ("output", &s.proj, rows(h)),
+            rows: l,
+        };
+        record_linear(ctx, &mut encoder, &down).await?;
+        let norm = AddNorm {
+            x: &s.proj,
+            residual: Some(&s.mid),
+            gamma: &layer.out_norm.w,
+            beta: &layer.out_norm.b,
+            y: &s.x,
+            rows: l,
+            eps,
+        };
+        record_add_norm(ctx, &mut encoder, &norm).await?;
+        lap(
+            ctx,
+            &mut encoder,
+            &mut clock,
+            "output dense + residual + LayerNorm",
+        )
+        .await?;
+    }
+    submit(ctx, encoder, "running the encoder layers").await?;
+
+    let tensors: Vec<&GpuTensor> = std::iter::once(&s.x).chain(&probs).collect();
+    let mut data = read_tensors(ctx, &tensors).await?.into_iter();
+    let bug = |e: ndarray::ShapeError| {
+        ModelError::Attention(crate::AttentionError::Device(format!("readback: {e}")))
+    };
+    let hidden = Array2::from_shape_vec((l, h), data.next().unwrap_or_default()).map_err(bug)?;
+    let attention = if attention {
+        let all: Vec<f32> = data.flatten().collect();
+        Some(Array4::from_shape_vec((w.layers.len(), heads, l, l), all).map_err(bug)?)
+    } else {
+        None
+    };
+    if let Some(clock) = clock {
+        clock.lap("readback");
+    }
+    Ok((hidden, attention))
+}

@@ -1,0 +1,152 @@
+//! [`Model`]: either family behind one type, chosen from the path (a directory is a
+//! Hugging Face BERT, a `.gguf` file a llama-family decoder).
+
+use std::path::Path;
+
+use super::bert::{BertGpu, BertModel};
+use super::llama::{LlamaGpu, LlamaModel};
+use super::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
+use crate::GpuContext;
+
+/// A loaded model of either family.
+/// Boxed: a model's struct is large and the two families' sizes differ.
+pub enum Model {
+    Bert(Box<BertModel>),
+    Llama(Box<LlamaModel>),
+}
+
+/// A model's weights on one device.
+pub enum ModelGpu {
+    Bert(Box<BertGpu>),
+    Llama(Box<LlamaGpu>),
+}
+
+impl Model {
+    /// Loads `path`: a directory as a BERT, a `.gguf` file as a llama-family model.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`] when the path is neither, and every error of the family's loader.
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
+        if path.is_dir() {
+            return Ok(Self::Bert(Box::new(BertModel::load(path)?)));
+        }
+        let gguf = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+        if gguf {
+            return Ok(Self::Llama(Box::new(LlamaModel::load(path)?)));
+        }
+        let detail = if path.exists() {
+            "neither a model directory (BERT) nor a .gguf file (llama)"
+        } else {
+            "no such file or directory"
+        };
+        Err(ModelError::Io {
+            path: path.display().to_string(),
+            detail: detail.into(),
+        })
+    }
+
+    /// Architecture, sizes, tokenizer and file hashes.
+    pub fn info(&self) -> ModelInfo {
+        match self {
+            Self::Bert(m) => m.info(),
+            Self::Llama(m) => m.info(),
+        }
+    }
+
+    /// The token ids and strings of `text`, special tokens included.
+    ///
+    /// # Errors
+    /// The family's tokenizer errors (an empty text names `--text`).
+    pub fn tokenize(&self, text: &str) -> Result<Vec<Token>, ModelError> {
+        match self {
+            Self::Bert(m) => m.tokenize(text),
+            Self::Llama(m) => m.tokenize(text),
+        }
+    }
+
+    /// The text of `ids`.
+    ///
+    /// # Errors
+    /// The family's decoding errors.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        match self {
+            Self::Bert(m) => m.decode(ids),
+            Self::Llama(m) => m.decode(ids),
+        }
+    }
+
+    /// The float64 CPU forward pass.
+    ///
+    /// # Errors
+    /// The family's input errors.
+    pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
+        match self {
+            Self::Bert(m) => m.forward_cpu(ids, attention),
+            Self::Llama(m) => m.forward_cpu(ids, attention),
+        }
+    }
+
+    /// Generation on the CPU (causal models only).
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--model` for an encoder; the family's errors.
+    pub fn generate_cpu(
+        &self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<GenerateStats, ModelError> {
+        match self {
+            Self::Bert(m) => m.generate_cpu(prompt, opts, on_token),
+            Self::Llama(m) => m.generate_cpu(prompt, opts, on_token),
+        }
+    }
+
+    /// Uploads the weights to `ctx`'s device.
+    ///
+    /// # Errors
+    /// The family's upload errors.
+    pub fn upload(&self, ctx: &GpuContext) -> Result<ModelGpu, ModelError> {
+        Ok(match self {
+            Self::Bert(m) => ModelGpu::Bert(Box::new(m.upload(ctx)?)),
+            Self::Llama(m) => ModelGpu::Llama(Box::new(m.upload(ctx)?)),
+        })
+    }
+}
+
+impl ModelGpu {
+    /// The GPU forward pass.
+    ///
+    /// # Errors
+    /// The family's input and device errors.
+    pub async fn forward(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<ForwardOutput, ModelError> {
+        match self {
+            Self::Bert(m) => m.forward(ctx, ids, attention).await,
+            Self::Llama(m) => m.forward(ctx, ids, attention).await,
+        }
+    }
+
+    /// Generation on the GPU (causal models only).
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--model` for an encoder; the family's errors.
+    pub async fn generate(
+        &self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<GenerateStats, ModelError> {
+        match self {
+            Self::Bert(m) => m.generate(ctx, prompt, opts, on_token).await,
+            Self::Llama(m) => m.generate(ctx, prompt, opts, on_token).await,
+        }
+    }
+}

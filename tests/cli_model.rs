@@ -1,0 +1,199 @@
+//! `wgpu-attention model ...` on a tiny random BERT written to a temporary directory:
+//! outputs, their shapes, and bad input (exit 2, one line naming the flag, no output).
+
+mod bert_tiny;
+mod cli_common;
+
+use std::process::Command;
+
+use bert_tiny::{tiny_bert, HEADS, LAYERS, POSITIONS};
+use cli_common::{assert_bad_input, cli, stderr_of, TempDir};
+use ndarray::Array4;
+use ndarray_npy::read_npy;
+
+fn model_dir(t: &TempDir) -> String {
+    bert_tiny::write_dir(&t.path("tiny"), &tiny_bert(1));
+    t.arg("tiny")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = cli(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr_of(&out));
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+#[test]
+fn info_and_tokenize() {
+    let t = TempDir::new("model-info");
+    let m = model_dir(&t);
+    let info = ok(&["model", "info", "--model", &m]);
+    assert!(info.contains("architecture: bert"), "{info}");
+    assert!(info.contains(&format!("layers: {LAYERS}")), "{info}");
+    assert_eq!(info.matches("sha256").count(), 3, "{info}");
+    let tokens = ok(&["model", "tokenize", "--model", &m, "--text", "The cat sat"]);
+    let lines: Vec<&str> = tokens.lines().collect();
+    assert_eq!(lines.len(), 5, "{tokens}");
+    assert!(
+        lines[0].ends_with("[CLS]") && lines[4].ends_with("[SEP]"),
+        "{tokens}"
+    );
+    assert!(lines[2].trim_start().starts_with("5 "), "{tokens}");
+}
+
+#[test]
+fn attention_writes_every_layer_and_head() {
+    let t = TempDir::new("model-attention");
+    let m = model_dir(&t);
+    let mut results = Vec::new();
+    for backend in ["gpu", "cpu"] {
+        let (a, tok) = (
+            t.arg(&format!("a-{backend}.npy")),
+            t.arg(&format!("t-{backend}.json")),
+        );
+        let text = "the cat ate the fish";
+        ok(&[
+            "model",
+            "attention",
+            "--model",
+            &m,
+            "--text",
+            text,
+            "--out",
+            &a,
+            "--tokens-out",
+            &tok,
+            "--backend",
+            backend,
+        ]);
+        let probs: Array4<f32> = read_npy(&a).expect("A.npy");
+        assert_eq!(probs.dim(), (LAYERS, HEADS, 7, 7));
+        for row in probs.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-5);
+        }
+        let tokens: Vec<String> =
+            serde_json::from_str(&std::fs::read_to_string(&tok).unwrap()).expect("T.json");
+        assert_eq!(
+            tokens,
+            ["[CLS]", "the", "cat", "ate", "the", "fish", "[SEP]"]
+        );
+        results.push(probs);
+    }
+    for (g, c) in results[0].iter().zip(&results[1]) {
+        assert!(
+            (g - c).abs() <= 2e-4 + 1e-3 * c.abs(),
+            "gpu {g} against cpu {c}"
+        );
+    }
+}
+
+#[test]
+fn bad_model_input_exits_2_naming_the_flag() {
+    let t = TempDir::new("model-bad");
+    let m = model_dir(&t);
+    let out = t.arg("a.npy");
+    let run = |m: &str, text: &str| {
+        vec![
+            "model",
+            "attention",
+            "--model",
+            m,
+            "--text",
+            text,
+            "--out",
+            &out,
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect::<Vec<_>>()
+    };
+    let check = |what: &str, args: Vec<String>, needle: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_bad_input(what, &args, needle);
+        assert!(!t.path("a.npy").exists(), "{what}: an output was written");
+    };
+    check(
+        "missing model",
+        run(&t.arg("nowhere"), "the cat"),
+        "--model",
+    );
+    let broken = t.path("broken");
+    bert_tiny::write_dir(&broken, &tiny_bert(1));
+    std::fs::write(broken.join("config.json"), "{ not json").unwrap();
+    check(
+        "malformed config",
+        run(&t.arg("broken"), "the cat"),
+        "config.json",
+    );
+    std::fs::write(broken.join("config.json"), bert_tiny::config_json()).unwrap();
+    std::fs::write(broken.join("model.safetensors"), b"\x02\0\0\0\0\0\0\0{}").unwrap();
+    check(
+        "missing tensors",
+        run(&t.arg("broken"), "the cat"),
+        "word_embeddings",
+    );
+    check("empty text", run(&m, ""), "--text");
+    check("blank text", run(&m, "  "), "--text");
+    let long = "the ".repeat(POSITIONS);
+    check("too long text", run(&m, &long), "--text");
+    let mut no_dir = run(&m, "the cat");
+    no_dir[7] = t.arg("no/such/dir/a.npy");
+    check("output directory missing", no_dir, "--out");
+    check(
+        "next on an encoder",
+        ["model", "next", "--model", &m, "--text", "the cat"]
+            .map(String::from)
+            .to_vec(),
+        "--model",
+    );
+    check(
+        "generate on an encoder",
+        [
+            "model",
+            "generate",
+            "--model",
+            &m,
+            "--text",
+            "the cat",
+            "--max-new-tokens",
+            "3",
+        ]
+        .map(String::from)
+        .to_vec(),
+        "--model",
+    );
+    check(
+        "bad temperature",
+        [
+            "model",
+            "generate",
+            "--model",
+            &m,
+            "--text",
+            "a",
+            "--max-new-tokens",
+            "3",
+            "--temperature",
+            "-1",
+        ]
+        .map(String::from)
+        .to_vec(),
+        "--temperature",
+    );
+}
+
+#[test]
+fn unfetched_model_names_say_how_to_fetch() {
+    let t = TempDir::new("model-unfetched");
+    let out = Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+        .args(["model", "info", "--model", "minilm"])
+        .env("WGPU_ATTENTION_MODELS", t.arg("empty-cache"))
+        .output()
+        .expect("run");
+    let msg = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{msg}");
+    assert_eq!(msg.lines().count(), 1, "{msg}");
+    assert!(
+        msg.contains("--model") && msg.contains("fetch-models.sh"),
+        "{msg}"
+    );
+}

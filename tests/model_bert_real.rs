@@ -1,0 +1,217 @@
+//! all-MiniLM-L6-v2 itself, against the committed fixtures of an independent float64
+//! numpy forward pass and of the Python `tokenizers` package
+//! (tests/fixtures/models/bert/generate.py). Needs the model files: run
+//! scripts/fetch-models.sh, then `cargo test --release --test model_bert_real -- --ignored`.
+//!
+//! Bounds, per element against the float64 reference: attention probabilities within
+//! 2e-4 + 1e-3·|ref| (the bound) with rows summing to 1 within 1e-5; the last
+//! hidden state within 1e-4 + 1e-4·|ref| (its elements reach about 5.6); the sentence
+//! embedding within 1e-6 (its elements are about 0.05).
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::ctx;
+use ndarray::{Array1, Array2, Array4};
+use ndarray_npy::read_npy;
+use serde_json::Value;
+use wgpu_attention::model::bert::{sentence_embedding, BertModel};
+use wgpu_attention::model::{resolve_model_path, ForwardOutput};
+
+const NEEDS: &str = "needs the fetched models: scripts/fetch-models.sh";
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/models/bert")
+}
+
+fn json(name: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(fixtures().join(name)).expect("fixture json");
+    serde_json::from_str(&text).expect("fixture json parses")
+}
+
+fn minilm() -> BertModel {
+    let path = resolve_model_path("minilm").unwrap_or_else(|e| panic!("{e}"));
+    BertModel::load(&path).unwrap_or_else(|e| panic!("loading {}: {e}", path.display()))
+}
+
+fn ids_of(v: &Value) -> Vec<u32> {
+    v["ids"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .map(|i| i.as_u64().expect("id") as u32)
+        .collect()
+}
+
+/// Every element within `atol + rtol * |ref|`; returns the worst ratio to the bound.
+fn check(what: &str, got: &[f32], want: &[f32], atol: f64, rtol: f64) -> f64 {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let mut worst = (0usize, 0.0f64);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let r = (f64::from(g) - f64::from(w)).abs() / (atol + rtol * f64::from(w).abs());
+        if r.is_nan() || r > worst.1 {
+            worst = (i, if r.is_nan() { f64::INFINITY } else { r });
+        }
+    }
+    let (i, r) = worst;
+    assert!(
+        r <= 1.0,
+        "{what}: element {i} is {} against {} ({r:.2} x the bound)",
+        got[i],
+        want[i]
+    );
+    r
+}
+
+fn check_forward(how: &str, run: impl Fn(&[u32]) -> ForwardOutput) {
+    for case in json("forward.json") {
+        let name = case["name"].as_str().expect("name");
+        let ids = ids_of(&case);
+        let out = run(&ids);
+        let dir = fixtures();
+        let want_a: Array4<f32> = read_npy(dir.join(format!("{name}_attention.npy"))).expect("npy");
+        let want_h: Array2<f32> = read_npy(dir.join(format!("{name}_hidden.npy"))).expect("npy");
+        let want_e: Array1<f32> = read_npy(dir.join(format!("{name}_embedding.npy"))).expect("npy");
+        let a = out.attention.expect("attention");
+        assert_eq!(a.dim(), want_a.dim(), "{how} {name}: attention shape");
+        let ra = check(
+            &format!("{how} {name} attention"),
+            a.as_slice().unwrap(),
+            want_a.as_slice().unwrap(),
+            2e-4,
+            1e-3,
+        );
+        for row in a.rows() {
+            assert!(
+                (row.sum() - 1.0).abs() < 1e-5,
+                "{how} {name}: a row sums to {}",
+                row.sum()
+            );
+        }
+        let rh = check(
+            &format!("{how} {name} hidden"),
+            out.hidden.as_slice().unwrap(),
+            want_h.as_slice().unwrap(),
+            1e-4,
+            1e-4,
+        );
+        let e = sentence_embedding(out.hidden.view());
+        let re = check(
+            &format!("{how} {name} embedding"),
+            e.as_slice().unwrap(),
+            want_e.as_slice().unwrap(),
+            1e-6,
+            0.0,
+        );
+        println!("{how} {name}: worst error / bound: attention {ra:.4}, hidden {rh:.4}, embedding {re:.4}");
+    }
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn tokenizer_ids_equal_the_python_tokenizers() {
+    let _ = NEEDS;
+    let m = minilm();
+    let cases = json("tokens.json");
+    assert!(cases.len() >= 12);
+    for case in cases {
+        let text = case["text"].as_str().expect("text");
+        let tokens = m.tokenize(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+        assert_eq!(ids, ids_of(&case), "{text}");
+        let strings: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
+        let want: Vec<&str> = case["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect();
+        assert_eq!(strings, want, "{text}");
+    }
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn cpu_forward_matches_the_numpy_reference() {
+    let m = minilm();
+    check_forward("cpu", |ids| m.forward_cpu(ids, true).expect("cpu forward"));
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn gpu_forward_matches_the_numpy_reference() {
+    let m = minilm();
+    let gpu = m.upload(ctx()).expect("upload");
+    check_forward("gpu", |ids| {
+        pollster::block_on(gpu.forward(ctx(), ids, true)).expect("gpu forward")
+    });
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn info_names_minilm_and_its_files() {
+    let info = minilm().info();
+    assert_eq!(
+        (info.layers, info.heads, info.hidden, info.head_dim),
+        (6, 12, 384, 32)
+    );
+    assert_eq!(
+        (info.intermediate, info.vocab, info.max_positions),
+        (1536, 30522, 512)
+    );
+    assert_eq!(info.files.len(), 3);
+    assert!(info.files.iter().all(|(_, sha)| sha.len() == 64));
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn cli_attention_on_the_cat_sentence_meets_the_bound() {
+    let dir = std::env::temp_dir().join(format!("wgpu-attention-minilm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a_path, t_path) = (dir.join("a.npy"), dir.join("t.json"));
+    for backend in ["gpu", "cpu"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+            .args([
+                "model",
+                "attention",
+                "--model",
+                "minilm",
+                "--text",
+                "The cat sat on the mat",
+            ])
+            .arg("--out")
+            .arg(&a_path)
+            .arg("--tokens-out")
+            .arg(&t_path)
+            .args(["--backend", backend])
+            .output()
+            .expect("run wgpu-attention");
+        assert!(
+            out.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let a: Array4<f32> = read_npy(&a_path).expect("A.npy");
+        assert_eq!(a.dim(), (6, 12, 8, 8));
+        for row in a.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-5);
+        }
+        let want: Array4<f32> = read_npy(fixtures().join("cat_attention.npy")).unwrap();
+        let r = check(
+            &format!("cli {backend}"),
+            a.as_slice().unwrap(),
+            want.as_slice().unwrap(),
+            2e-4,
+            1e-3,
+        );
+        println!("cli {backend}: worst error / bound {r:.4}");
+        let tokens: Vec<String> =
+            serde_json::from_str(&std::fs::read_to_string(&t_path).unwrap()).unwrap();
+        assert_eq!(
+            tokens,
+            ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
