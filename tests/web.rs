@@ -288,3 +288,53 @@ async fn fused_and_decode_paths() {
         check_requested(&format!("{path:?}"), &q, &k, &v, &opts).await;
     }
 }
+
+// ---- The llama family: a tiny random model, made in memory, on the page's GPU against
+// the float64 CPU path of the same module.
+
+#[path = "model_llama/tiny_model.rs"]
+mod llama_tiny;
+
+#[wasm_bindgen_test]
+async fn llama_tiny_forward_and_cached_generation() {
+    use wgpu_attention::model::GenerateOptions;
+    let ctx = ctx().await;
+    let m = llama_tiny::tiny_model(1, false);
+    let ids = [84, 71, 256, 67, 64, 83, 12];
+    let cpu = m.forward_cpu(&ids, true).expect("llama CPU forward");
+    let gpu = m.upload(&ctx).expect("llama upload");
+    let got = gpu
+        .forward(&ctx, &ids, true)
+        .await
+        .expect("llama GPU forward");
+    let (ga, ca) = (
+        got.attention.expect("weights"),
+        cpu.attention.expect("weights"),
+    );
+    assert_close("llama attention", ga.view(), ca.view(), ATOL, RTOL);
+    let (gl, cl) = (got.logits.expect("logits"), cpu.logits.expect("logits"));
+    assert_close("llama logits", gl.view(), cl.view(), 1e-4, 1e-4);
+    let opts = GenerateOptions {
+        max_new_tokens: 8,
+        stop_at_eos: false,
+        ..Default::default()
+    };
+    let recompute = GenerateOptions {
+        use_cache: false,
+        ..opts
+    };
+    let cached = gpu
+        .generate(&ctx, &ids, &opts, &mut |_| {})
+        .await
+        .expect("cached");
+    let full = gpu
+        .generate(&ctx, &ids, &recompute, &mut |_| {})
+        .await
+        .expect("full");
+    let on_cpu = m
+        .generate_cpu(&ids, &opts, &mut |_| {})
+        .expect("CPU generation");
+    assert_eq!(cached.generated.len(), 8);
+    assert_eq!(cached.generated, full.generated, "cached vs recomputed");
+    assert_eq!(cached.generated, on_cpu.generated, "GPU vs CPU");
+}

@@ -1,88 +1,355 @@
-//! A llama-family causal decoder from a GGUF file.
+//! A llama-family causal decoder from a GGUF file (SmolLM2-135M-Instruct and its kin):
+//! RMSNorm, grouped-query attention with RoPE, SwiGLU, optionally tied embeddings.
 //!
-//! Interface placeholder: every call returns [`ModelError::Unsupported`] until the
-//! family's loader and forward passes land.
+//! [`LlamaModel`] holds the dequantized weights (f32) and the tokenizer the file
+//! describes; [`LlamaModel::forward_cpu`] and [`LlamaModel::generate_cpu`] run in
+//! float64, [`LlamaGpu`] runs the same model on the crate's kernels. A model can also be
+//! built from in-memory parts ([`LlamaModel::from_parts`]) or GGUF bytes
+//! ([`LlamaModel::from_gguf_bytes`]), which is how the tests make tiny random ones.
+
+mod clock;
+mod cpu;
+pub mod gguf;
+mod gpu;
+pub mod quant;
+mod rope;
+mod sample;
+pub mod tokenizer;
+pub mod weights;
 
 use std::path::Path;
+
+use ndarray::{Array1, Array2, Array4};
+use sha2::{Digest, Sha256};
 
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
+pub use gpu::{LlamaGpu, SOURCES as SHADER_SOURCES};
+pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
+pub use weights::{LayerWeights, LlamaConfig, LlamaWeights};
+
+use clock::Clock;
+use cpu::CpuCache;
+use sample::Sampler;
+
 /// The model's weights and tokenizer in host memory.
+#[derive(Debug, Clone)]
 pub struct LlamaModel {
-    _private: (),
+    config: LlamaConfig,
+    weights: LlamaWeights,
+    tokenizer: LlamaTokenizer,
+    files: Vec<(String, String)>,
 }
 
-/// The model's weights on one device, ready to run.
-pub struct LlamaGpu {
-    _private: (),
-}
-
-fn pending() -> ModelError {
-    ModelError::Unsupported("the llama family is not implemented yet".into())
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl LlamaModel {
-    /// Loads the model from `path`.
-    pub fn load(_path: &Path) -> Result<Self, ModelError> {
-        Err(pending())
+    /// Loads the model from a `.gguf` file.
+    ///
+    /// # Errors
+    /// [`ModelError::Io`] when the file cannot be read; as [`LlamaModel::from_gguf_bytes`].
+    pub fn load(path: &Path) -> Result<Self, ModelError> {
+        let bytes = std::fs::read(path).map_err(|e| ModelError::Io {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let mut model = Self::from_gguf_bytes(&bytes)?;
+        model.files = vec![(path.display().to_string(), sha256_hex(&bytes))];
+        Ok(model)
+    }
+
+    /// Builds the model from the bytes of a GGUF file.
+    ///
+    /// # Errors
+    /// [`ModelError::Format`] for a malformed file, a missing key or tensor, or a tensor
+    /// of the wrong shape; [`ModelError::Unsupported`] for another architecture or
+    /// tokenizer, or a tensor type other than F32, F16, Q4_1 and Q8_0 (naming the tensor).
+    pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Self, ModelError> {
+        let g = gguf::parse(bytes)?;
+        let config = LlamaConfig::from_gguf(&g)?;
+        let spec = TokenizerSpec::from_gguf(&g)?;
+        let tokenizer = LlamaTokenizer::new(&spec)?;
+        let weights = LlamaWeights::from_gguf(&g, &config)?;
+        let mut model = Self::from_parts(config, weights, tokenizer)?;
+        model.files = vec![("<memory>".into(), sha256_hex(bytes))];
+        Ok(model)
+    }
+
+    /// Builds the model from its parts.
+    ///
+    /// # Errors
+    /// [`ModelError::Format`] when the config is unusable, a weight has the wrong size,
+    /// or the tokenizer's vocabulary differs from the config's.
+    pub fn from_parts(
+        config: LlamaConfig,
+        weights: LlamaWeights,
+        tokenizer: LlamaTokenizer,
+    ) -> Result<Self, ModelError> {
+        config.check()?;
+        weights.check(&config)?;
+        if tokenizer.vocab_size() != config.vocab {
+            return Err(ModelError::format(
+                "llama tokenizer",
+                format!(
+                    "{} tokens, the model has a vocabulary of {}",
+                    tokenizer.vocab_size(),
+                    config.vocab
+                ),
+            ));
+        }
+        Ok(Self {
+            config,
+            weights,
+            tokenizer,
+            files: Vec::new(),
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &LlamaWeights {
+        &self.weights
+    }
+
+    /// The end-of-sequence token, when the file names one.
+    pub fn eos(&self) -> Option<u32> {
+        self.tokenizer.eos
     }
 
     /// Architecture, sizes, tokenizer and file hashes.
     pub fn info(&self) -> ModelInfo {
-        unreachable!("no LlamaModel can be built yet")
+        let c = &self.config;
+        ModelInfo {
+            architecture: "llama".into(),
+            layers: c.layers,
+            heads: c.heads,
+            kv_heads: c.kv_heads,
+            hidden: c.hidden,
+            head_dim: c.head_dim,
+            intermediate: c.intermediate,
+            vocab: c.vocab,
+            max_positions: c.context,
+            causal: true,
+            tokenizer: self.tokenizer.describe().to_string(),
+            files: self.files.clone(),
+        }
     }
 
     /// The token ids and strings of `text`, special tokens included.
-    pub fn tokenize(&self, _text: &str) -> Result<Vec<Token>, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--text` when the text is empty.
+    pub fn tokenize(&self, text: &str) -> Result<Vec<Token>, ModelError> {
+        if text.is_empty() {
+            return Err(ModelError::input("--text", "is empty"));
+        }
+        self.tokenizer.tokenize(text)
     }
 
     /// The text of `ids` (for streaming generated tokens).
-    pub fn decode(&self, _ids: &[u32]) -> Result<String, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `ids` for an id outside the vocabulary.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
+        self.tokenizer.decode(ids)
     }
 
     /// The forward pass in float64 on the CPU (results rounded to f32).
-    pub fn forward_cpu(&self, _ids: &[u32], _attention: bool) -> Result<ForwardOutput, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// As [`LlamaModel::check_ids`].
+    pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
+        let c = &self.config;
+        check_ids(c, ids)?;
+        let l = ids.len();
+        let out = cpu::pass(
+            c,
+            &self.weights,
+            ids,
+            &mut CpuCache::new(c.layers),
+            attention,
+        );
+        let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+        let shape_bug = |e: ndarray::ShapeError| ModelError::format("llama forward", e.to_string());
+        Ok(ForwardOutput {
+            attention: out
+                .attention
+                .map(|a| Array4::from_shape_vec((c.layers, c.heads, l, l), f32s(a)))
+                .transpose()
+                .map_err(shape_bug)?,
+            hidden: Array2::from_shape_vec((l, c.hidden), f32s(out.hidden)).map_err(shape_bug)?,
+            logits: Some(Array1::from(f32s(out.logits))),
+        })
     }
 
-    /// Greedy or sampled generation on the CPU; `on_token` sees each new token as it comes.
+    /// Greedy or sampled generation on the CPU; `on_token` sees each new token as it
+    /// comes. With `use_cache` each token after the prompt costs one step; without, the
+    /// whole sequence is recomputed for every token. Generation stops after
+    /// `max_new_tokens`, or before emitting the end-of-sequence token when
+    /// `stop_at_eos` (which is then neither passed on nor listed).
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--text` for an empty or too long prompt,
+    /// `--max-new-tokens` when the prompt and the new tokens exceed the context,
+    /// `--temperature` for a temperature that is not positive.
     pub fn generate_cpu(
         &self,
-        _prompt: &[u32],
-        _opts: &GenerateOptions,
-        _on_token: &mut dyn FnMut(u32),
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
-        Err(pending())
+        let c = &self.config;
+        check_generate(c, prompt, opts)?;
+        let mut run = Generation::new(self.eos(), prompt, opts);
+        let mut cache = CpuCache::new(c.layers);
+        let mut next_input: Vec<u32> = prompt.to_vec();
+        while !run.done() {
+            let logits = if opts.use_cache {
+                cpu::pass(c, &self.weights, &next_input, &mut cache, false).logits
+            } else {
+                let seq = run.sequence();
+                cpu::pass(c, &self.weights, &seq, &mut CpuCache::new(c.layers), false).logits
+            };
+            let logits: Vec<f32> = logits.into_iter().map(|x| x as f32).collect();
+            match run.accept(&logits, on_token) {
+                Some(t) => next_input = vec![t],
+                None => break,
+            }
+        }
+        Ok(run.finish())
     }
 
     /// Uploads the weights to `ctx`'s device.
-    pub fn upload(&self, _ctx: &GpuContext) -> Result<LlamaGpu, ModelError> {
-        Err(pending())
+    ///
+    /// # Errors
+    /// [`ModelError::Attention`] when the device cannot hold a tensor or fails.
+    pub fn upload(&self, ctx: &GpuContext) -> Result<LlamaGpu, ModelError> {
+        LlamaGpu::upload(ctx, self)
     }
 }
 
-impl LlamaGpu {
-    /// The forward pass on the GPU.
-    pub async fn forward(
-        &self,
-        _ctx: &GpuContext,
-        _ids: &[u32],
-        _attention: bool,
-    ) -> Result<ForwardOutput, ModelError> {
-        Err(pending())
+/// Checks a token sequence the model is to read: non-empty, every id in the vocabulary,
+/// at most `context` tokens.
+pub(crate) fn check_ids(c: &LlamaConfig, ids: &[u32]) -> Result<(), ModelError> {
+    if ids.is_empty() {
+        return Err(ModelError::input("--text", "gives no tokens"));
+    }
+    if ids.len() > c.context {
+        return Err(ModelError::input(
+            "--text",
+            format!(
+                "{} tokens exceed the model's {} positions",
+                ids.len(),
+                c.context
+            ),
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|&&i| i as usize >= c.vocab) {
+        return Err(ModelError::input(
+            "ids",
+            format!("id {bad} is outside the vocabulary of {}", c.vocab),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a generation request: the prompt as [`check_ids`], the sampling options, and
+/// room for every new token within the context.
+pub(crate) fn check_generate(
+    c: &LlamaConfig,
+    prompt: &[u32],
+    opts: &GenerateOptions,
+) -> Result<(), ModelError> {
+    check_ids(c, prompt)?;
+    sample::check(&opts.sampling)?;
+    let total = prompt.len().saturating_add(opts.max_new_tokens);
+    if total > c.context {
+        return Err(ModelError::input(
+            "--max-new-tokens",
+            format!(
+                "{} prompt tokens + {} new ones exceed the model's {} positions",
+                prompt.len(),
+                opts.max_new_tokens,
+                c.context
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The bookkeeping of one generation run, shared by the CPU and GPU loops: sampling,
+/// the stop rules and the clock.
+pub(crate) struct Generation {
+    prompt: Vec<u32>,
+    generated: Vec<u32>,
+    sampler: Sampler,
+    opts: GenerateOptions,
+    eos: Option<u32>,
+    clock: Clock,
+    prompt_seconds: Option<f64>,
+    stopped: bool,
+}
+
+impl Generation {
+    pub(crate) fn new(eos: Option<u32>, prompt: &[u32], opts: &GenerateOptions) -> Self {
+        Self {
+            prompt: prompt.to_vec(),
+            generated: Vec::new(),
+            sampler: Sampler::new(opts.sampling),
+            opts: *opts,
+            eos,
+            clock: Clock::start(),
+            prompt_seconds: None,
+            stopped: opts.max_new_tokens == 0,
+        }
     }
 
-    /// Greedy or sampled generation on the GPU; `on_token` sees each new token as it comes.
-    pub async fn generate(
-        &self,
-        _ctx: &GpuContext,
-        _prompt: &[u32],
-        _opts: &GenerateOptions,
-        _on_token: &mut dyn FnMut(u32),
-    ) -> Result<GenerateStats, ModelError> {
-        Err(pending())
+    pub(crate) fn done(&self) -> bool {
+        self.stopped
+    }
+
+    /// The prompt and every token so far.
+    pub(crate) fn sequence(&self) -> Vec<u32> {
+        [&self.prompt[..], &self.generated[..]].concat()
+    }
+
+    /// Picks the next token from `logits`; returns it, or `None` when the run stops
+    /// (end of sequence, or the token budget reached).
+    pub(crate) fn accept(&mut self, logits: &[f32], on_token: &mut dyn FnMut(u32)) -> Option<u32> {
+        let t = self.sampler.pick(logits);
+        if self.prompt_seconds.is_none() {
+            self.prompt_seconds = Some(self.clock.seconds());
+        }
+        if self.opts.stop_at_eos && Some(t) == self.eos {
+            self.stopped = true;
+            return None;
+        }
+        self.generated.push(t);
+        on_token(t);
+        if self.generated.len() >= self.opts.max_new_tokens {
+            self.stopped = true;
+            return None;
+        }
+        Some(t)
+    }
+
+    pub(crate) fn finish(self) -> GenerateStats {
+        let prompt_seconds = self.prompt_seconds.unwrap_or(0.0);
+        GenerateStats {
+            prompt_tokens: self.prompt.len(),
+            generated: self.generated,
+            prompt_seconds,
+            generate_seconds: (self.clock.seconds() - prompt_seconds).max(0.0),
+        }
     }
 }
