@@ -8,7 +8,10 @@ checks what the page shows against an independent float64 computation:
 - clicking a word draws bars equal to that word's row;
 - switching causal on makes the upper triangle exactly 0 and draws −∞ cells;
 - cross-attention and the KV-cache panel agree with the CPU path (their badges);
-- the page made no request outside 127.0.0.1.
+- the page made no request outside 127.0.0.1;
+- with LAB_MODELS=1 and the fetched MiniLM served: every layer and head of "The cat sat on the
+  mat" equals the numpy float64 forward pass of tests/fixtures/models/bert within
+  2e-4 + 1e-3·|ref|, and its tokens include [CLS] and [SEP].
 
 Screenshots go to OUT_DIR (default: the current directory).
 
@@ -18,11 +21,13 @@ Env: CHROMEDRIVER (default /usr/bin/chromedriver), WEBGPU=0 to launch without We
 (the page must then say so and run the CPU path).
 """
 
+import ast
 import base64
 import importlib.util
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -98,6 +103,53 @@ def check_matrix(page, what, causal):
     return matrix
 
 
+def read_npy_f32(path):
+    """A little-endian float32 C-order .npy as (shape, flat list): enough for fixtures."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:6] == b"\x93NUMPY", path
+    header_len = struct.unpack("<H", data[8:10])[0]
+    header = ast.literal_eval(data[10:10 + header_len].decode("latin1"))
+    assert header["descr"] == "<f4" and not header["fortran_order"], header
+    n = math.prod(header["shape"])
+    body = data[10 + header_len:]
+    return header["shape"], list(struct.unpack(f"<{n}f", body[:4 * n]))
+
+
+def check_minilm(page, out_dir):
+    ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
+    shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
+    layers, heads, l, _ = shape
+    web.call(page.base, "POST", page.s + "/url", {"url": page.url + "?models"})
+    page.wait_done("reload with models")
+    page.js("const m = document.getElementById('model'); m.value = 'minilm';"
+            "document.getElementById('sentence').value = 'The cat sat on the mat';"
+            "document.getElementById('status').dataset.status = 'running';"
+            "m.dispatchEvent(new Event('change'));")
+    print("MiniLM:", page.wait_done("MiniLM load", timeout=600))
+    worst = 0.0
+    for layer, head in [(0, 0), (2, 5), (layers - 1, heads - 1)]:
+        page.js("document.getElementById('layer').value = arguments[0];"
+                "document.getElementById('head').value = arguments[1];", str(layer), str(head))
+        page.recompute(f"MiniLM layer {layer} head {head}")
+        r = page.js("return window.labResult;")
+        assert r["tokens"][0] == "[CLS]" and r["tokens"][-1] == "[SEP]", r["tokens"]
+        assert (r["layer"], r["head"]) == (layer, head), (r["layer"], r["head"])
+        m = r["matrix"]
+        assert len(m) == l, f"{len(m)} tokens, the reference has {l}"
+        for i in range(l):
+            for j in range(l):
+                want = ref[((layer * heads + head) * l + i) * l + j]
+                err = abs(m[i][j] - want)
+                assert err <= 2e-4 + 1e-3 * abs(want), f"L{layer} H{head} ({i},{j}): {m[i][j]} vs {want}"
+                worst = max(worst, err)
+        assert r["badge"] < 2e-4, f"GPU vs CPU badge {r['badge']}"
+    grid = float(page.js("return document.getElementById('gridbadge').dataset.diff;"))
+    assert grid < 2e-4, f"every layer x head vs the page's CPU pass: {grid}"
+    print(f"MiniLM: layers and heads within {worst:.1e} of numpy float64; all heads vs CPU {grid:.1e}")
+    page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
+
+
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
     os.makedirs(out_dir, exist_ok=True)
@@ -125,6 +177,7 @@ def main():
         caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args}}}}
         session = web.call(base, "POST", "/session", caps)["sessionId"]
         page = Page(base, session)
+        page.url = url
         try:
             web.call(base, "POST", page.s + "/url", {"url": url})
             print("first run:", page.wait_done("first run"))
@@ -162,6 +215,13 @@ def main():
             assert svg.count("−∞</text>") == len(upper), "masked cells are not marked −∞"
             print(f"causal: upper triangle exactly 0, {len(upper)} cells drawn −∞")
             page.screenshot(os.path.join(out_dir, "lab-causal.png"))
+
+            served = json.loads(open(os.path.join(HERE, "models", "index.json")).read()) \
+                if os.path.exists(os.path.join(HERE, "models", "index.json")) else []
+            if os.environ.get("LAB_MODELS") == "1" and any(m["name"] == "minilm" for m in served):
+                check_minilm(page, out_dir)
+            else:
+                print("checked the built-in model (LAB_MODELS=1 with the fetched MiniLM also checks it)")
 
             urls = page.js("return performance.getEntriesByType('resource').map(e => e.name);")
             outside = [u for u in urls if not u.startswith("http://127.0.0.1:")]

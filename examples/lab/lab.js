@@ -1,7 +1,7 @@
 // The lab's page logic: reads the controls, asks the wasm module (the crate's kernels) for
 // every panel's data, and draws it. The latest result stays on `window.labResult`, and the
 // heatmap element carries the displayed matrix as data attributes, for scripted checks.
-import init, { init as openGpu, compute } from "./pkg/lab.js";
+import init, { init as openGpu, compute, load_bert, load_llama, generate } from "./pkg/lab.js";
 
 const $ = (id) => document.getElementById(id);
 const status = $("status");
@@ -27,6 +27,7 @@ function request() {
     sentence: $("sentence").value,
     model: $("model").value,
     head: Number($("head").value || 0),
+    layer: Number($("layer").value || 0),
     causal: $("causal").checked,
     scale: $("scale").value,
     k_equals_q: $("kq").checked,
@@ -129,13 +130,27 @@ function drawCache(rows) {
   el.appendChild(t);
 }
 
-function draw() {
-  const heads = $("head");
-  if (heads.options.length !== result.heads) {
-    heads.innerHTML = "";
-    for (let h = 0; h < result.heads; h++) heads.add(new Option(`head ${h}`, String(h)));
-    heads.value = String(result.head);
+function options(select, n, word, chosen) {
+  if (select.options.length !== n) {
+    select.innerHTML = "";
+    for (let i = 0; i < n; i++) select.add(new Option(`${word} ${i}`, String(i)));
   }
+  select.value = String(chosen);
+}
+
+// Panels that only the built-in embedding feeds (a real model's forward pass does not
+// expose one head's q and k, nor take the what-if switches).
+function builtinOnly(show) {
+  for (const id of ["whatif"]) $(id).style.opacity = show ? 1 : 0.4;
+  for (const id of ["step", "crossmap", "cache"]) {
+    if (!show) $(id).textContent = "(runs on the built-in embedding: pick it in the model picker)";
+  }
+  if (!show) for (const id of ["crossbadge", "cachebadge"]) $(id).textContent = "";
+}
+
+function draw() {
+  options($("head"), result.heads, "head", result.head);
+  options($("layer"), result.layers || 1, "layer", result.layer || 0);
   const hm = $("heatmap");
   hm.innerHTML = result.svg;
   hm.dataset.matrix = JSON.stringify(result.matrix);
@@ -147,6 +162,14 @@ function draw() {
   badge($("badge"), result.badge, result.backend === "webgpu" ? "GPU" : "shown");
   $("grid").innerHTML = result.grid_svg;
   badge($("gridbadge"), Math.max(...result.grid_badges), "GPU");
+  if (pinned !== null && pinned >= result.tokens.length) pinned = null;
+  drawStrip();
+  drawBars(pinned);
+  if (!result.steps) {
+    builtinOnly(false);
+    return;
+  }
+  builtinOnly(true);
   if (result.cross) {
     $("crossmap").innerHTML = result.cross.svg;
     badge($("crossbadge"), result.cross.badge, "GPU");
@@ -156,9 +179,6 @@ function draw() {
   }
   badge($("cachebadge"), result.cache.badge, "GPU");
   drawCache(result.tokens.length);
-  if (pinned !== null && pinned >= result.tokens.length) pinned = null;
-  drawStrip();
-  drawBars(pinned);
   drawStep();
 }
 
@@ -182,6 +202,77 @@ function schedule() {
 }
 window.labRecompute = schedule;
 
+// Real models the local server offers (serve.sh links the fetched ones in).
+// Offered only with ?models in the address: loading a real model in the browser is
+// still experimental (MiniLM's load does not finish on SwiftShader yet).
+async function offerModels() {
+  let index = [];
+  if (!new URLSearchParams(location.search).has("models")) {
+    $("modelnote").textContent = "";
+    return index;
+  }
+  try {
+    const r = await fetch("models/index.json");
+    if (r.ok) index = await r.json();
+  } catch (_) { /* none served */ }
+  for (const m of index) $("model").add(new Option(m.label, m.name));
+  $("modelnote").textContent = index.length ? "" : "(run scripts/fetch-models.sh, then serve.sh, for MiniLM and SmolLM2)";
+  return index;
+}
+
+async function bytes(path) {
+  const r = await fetch(path);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+async function pickModel(index) {
+  const name = $("model").value;
+  pinned = null;
+  $("generate").disabled = true;
+  if (name === "builtin") return schedule();
+  const m = index.find((x) => x.name === name);
+  setStatus("loading", `loading ${m.label}…`);
+  try {
+    const files = await Promise.all(m.files.map((f) => bytes(f)));
+    const mb = files.reduce((n, f) => n + f.length, 0) / 1e6;
+    setStatus("loading", `loading ${m.label}: ${mb.toFixed(0)} MB fetched, reading the weights…`);
+    await new Promise((ok) => setTimeout(ok, 0));
+    const info = JSON.parse(m.kind === "bert" ? load_bert(...files) : load_llama(files[0]));
+    $("generate").disabled = !info.causal;
+    $("causal").checked = info.causal;
+  } catch (e) {
+    return setStatus("error", `error: ${e}`);
+  }
+  return schedule();
+}
+
+async function runGeneration() {
+  const out = $("genout");
+  const table = $("gencache");
+  out.textContent = $("sentence").value;
+  table.innerHTML = "";
+  setStatus("running", "generating…");
+  const sink = {
+    push(text, cached) {
+      out.textContent += text;
+      const row = document.createElement("div");
+      row.className = "bar";
+      row.innerHTML = `<span class="label"></span><span class="fill"></span><span class="v"></span>`;
+      row.querySelector(".label").textContent = JSON.stringify(text);
+      row.querySelector(".fill").style.width = `${Math.min(30, cached * 0.4).toFixed(1)}rem`;
+      row.querySelector(".v").textContent = `cache holds ${cached + 1} positions`;
+      table.appendChild(row);
+    },
+  };
+  try {
+    await generate($("sentence").value, 16, sink);
+    setStatus("done", "generated 16 tokens");
+  } catch (e) {
+    setStatus("error", `error: ${e}`);
+  }
+}
+
 async function main() {
   if (!("gpu" in navigator)) {
     status.textContent = "This browser has no WebGPU: running the CPU path.";
@@ -200,8 +291,11 @@ async function main() {
     $("cross").value = opt.dataset.cross || "";
     schedule();
   });
+  const index = await offerModels();
+  $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
+  $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
   for (const id of ["run"]) $(id).addEventListener("click", schedule);
-  for (const id of ["head", "causal", "scale", "kq", "windowed", "wleft", "wright", "model"]) {
+  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright"]) {
     $(id).addEventListener("change", schedule);
   }
   for (const id of ["sentence", "cross"]) {

@@ -21,6 +21,9 @@ use std::rc::Rc;
 use ndarray::{s, Array2, Array4, ArrayView2, Ix2};
 use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
+use wgpu_attention::model::bert::BertModel;
+use wgpu_attention::model::llama::LlamaModel;
+use wgpu_attention::model::{GenerateOptions, Model, ModelError, ModelGpu, Sampling};
 use wgpu_attention::viz::{Grid, Heatmap};
 use wgpu_attention::{
     attention_async, attention_cpu, mha_async, mha_cpu, mha_incremental_async, AttentionOptions,
@@ -29,6 +32,110 @@ use wgpu_attention::{
 
 thread_local! {
     static GPU: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
+    static MODEL: RefCell<Option<Rc<Loaded>>> = const { RefCell::new(None) };
+}
+
+/// A real model loaded into the page, with its weights on the GPU when there is one.
+struct Loaded {
+    model: Model,
+    gpu: Option<ModelGpu>,
+}
+
+fn loaded() -> Option<Rc<Loaded>> {
+    MODEL.with(|m| m.borrow().clone())
+}
+
+fn install(model: Model) -> Result<String, JsValue> {
+    let err = |e: ModelError| JsValue::from_str(&e.to_string());
+    let gpu = match gpu() {
+        Some(ctx) => Some(model.upload(&ctx).map_err(err)?),
+        None => None,
+    };
+    let info = model.info();
+    MODEL.with(|m| *m.borrow_mut() = Some(Rc::new(Loaded { model, gpu })));
+    Ok(json!({
+        "architecture": info.architecture,
+        "layers": info.layers,
+        "heads": info.heads,
+        "kv_heads": info.kv_heads,
+        "causal": info.causal,
+        "max_positions": info.max_positions,
+    })
+    .to_string())
+}
+
+/// Loads a BERT encoder from its three files' bytes (served by `serve.sh` from the model
+/// cache). Returns the model's sizes as JSON.
+#[wasm_bindgen]
+pub fn load_bert(
+    config: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer: Vec<u8>,
+) -> Result<String, JsValue> {
+    let model = BertModel::from_parts(&config, &safetensors, &tokenizer)
+        .map_err(|e| JsValue::from_str(&e.to_string()))?;
+    install(Model::Bert(Box::new(model)))
+}
+
+/// Loads a llama-family decoder from a GGUF file's bytes. Returns its sizes as JSON.
+#[wasm_bindgen]
+pub fn load_llama(gguf: Vec<u8>) -> Result<String, JsValue> {
+    let model =
+        LlamaModel::from_gguf_bytes(&gguf).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    install(Model::Llama(Box::new(model)))
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The page's receiver of generated tokens.
+    pub type TokenSink;
+    #[wasm_bindgen(method)]
+    fn push(this: &TokenSink, text: &str, cached: u32);
+}
+
+/// Greedy generation with the loaded causal model, one token at a time through its KV
+/// cache; `sink.push(text, cached)` sees each new token and how many positions the cache
+/// holds. Returns the whole continuation.
+#[wasm_bindgen]
+pub async fn generate(
+    prompt: String,
+    max_new_tokens: u32,
+    sink: TokenSink,
+) -> Result<String, JsValue> {
+    let err = |e: ModelError| JsValue::from_str(&e.to_string());
+    let Some(m) = loaded() else {
+        return Err(JsValue::from_str("load a causal model first"));
+    };
+    let ids: Vec<u32> = m
+        .model
+        .tokenize(&prompt)
+        .map_err(err)?
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    let opts = GenerateOptions {
+        max_new_tokens: max_new_tokens.clamp(1, 256) as usize,
+        sampling: Sampling::Greedy,
+        use_cache: true,
+        stop_at_eos: true,
+    };
+    let mut cached = ids.len() as u32;
+    let mut on_token = |id: u32| {
+        let text = m.model.decode(&[id]).unwrap_or_default();
+        sink.push(&text, cached);
+        cached += 1;
+    };
+    let stats = match (gpu(), &m.gpu) {
+        (Some(ctx), Some(g)) => g
+            .generate(&ctx, &ids, &opts, &mut on_token)
+            .await
+            .map_err(err)?,
+        _ => m
+            .model
+            .generate_cpu(&ids, &opts, &mut on_token)
+            .map_err(err)?,
+    };
+    m.model.decode(&stats.generated).map_err(err)
 }
 
 fn gpu() -> Option<Rc<GpuContext>> {
@@ -189,6 +296,10 @@ fn heatmap_svg(m: ArrayView2<f32>, rows: &[String], cols: &[String], title: Stri
 }
 
 async fn run(req: &Value) -> Result<Value, String> {
+    if req["model"].as_str().unwrap_or("builtin") != "builtin" {
+        let m = loaded().ok_or("the model is still loading")?;
+        return run_model(req, &m).await;
+    }
     let set = settings(req)?;
     let tokens = tokens_of(req["sentence"].as_str().unwrap_or(""), "sentence")?;
     let l = tokens.len();
@@ -371,4 +482,64 @@ async fn run(req: &Value) -> Result<Value, String> {
         "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
     });
     Ok(result)
+}
+
+/// A sentence through a real model: every layer's and head's attention from the GPU
+/// forward pass, badged against the float64 CPU forward pass of the same page.
+async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
+    let err = |e: ModelError| e.to_string();
+    let tokens = m
+        .model
+        .tokenize(req["sentence"].as_str().unwrap_or(""))
+        .map_err(err)?;
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let texts: Vec<String> = tokens.iter().map(|t| t.text.clone()).collect();
+    let cpu = m.model.forward_cpu(&ids, true).map_err(err)?;
+    let (backend, shown) = match (gpu(), &m.gpu) {
+        (Some(ctx), Some(g)) => ("webgpu", g.forward(&ctx, &ids, true).await.map_err(err)?),
+        _ => ("cpu", cpu.clone()),
+    };
+    let att = shown.attention.ok_or("the model returned no attention")?;
+    let att_cpu = cpu.attention.ok_or("the model returned no attention")?;
+    let (layers, heads, _, _) = att.dim();
+    let info = m.model.info();
+    let layer = (req["layer"].as_u64().unwrap_or(0) as usize).min(layers - 1);
+    let head = (req["head"].as_u64().unwrap_or(0) as usize).min(heads - 1);
+    let pick = |a: &ndarray::Array4<f32>, l: usize, h: usize| -> Array2<f32> {
+        a.slice(s![l, h, .., ..]).to_owned()
+    };
+    let (mat, mat_cpu) = (pick(&att, layer, head), pick(&att_cpu, layer, head));
+    let panels: Vec<(String, Array2<f32>)> = (0..layers)
+        .flat_map(|l| (0..heads).map(move |h| (l, h)))
+        .map(|(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
+        .collect();
+    let grid = Grid {
+        title: format!(
+            "every layer × head ({layers} × {heads}; {} query heads per key/value head)",
+            heads / info.kv_heads.max(1)
+        ),
+        panels: panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
+        columns: heads,
+        group: heads / info.kv_heads.max(1),
+        cell: (60.0 / texts.len() as f64).clamp(2.0, 8.0),
+    };
+    let flat = |a: &ndarray::Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
+    Ok(json!({
+        "backend": backend,
+        "model": info.architecture,
+        "tokens": texts,
+        "layers": layers,
+        "layer": layer,
+        "heads": heads,
+        "kv_heads": info.kv_heads,
+        "head": head,
+        "causal": info.causal,
+        "matrix": matrix_json(mat.view()),
+        "cpu_matrix": matrix_json(mat_cpu.view()),
+        "badge": max_diff(mat.as_slice().unwrap_or(&[]), mat_cpu.as_slice().unwrap_or(&[])),
+        "svg": heatmap_svg(mat.view(), &texts, &texts,
+            format!("{} · layer {layer} · head {head} · “{}”", info.architecture, req["sentence"].as_str().unwrap_or(""))),
+        "grid_svg": grid.svg(),
+        "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
+    }))
 }

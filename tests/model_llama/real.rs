@@ -195,7 +195,11 @@ fn check_next(what: &str, out: &ForwardOutput) {
             .map(|&i| model().decode(&[i as u32]).expect("decode"))
             .collect()
     };
-    eprintln!("{what}: top 5 {:?}, reference {:?}", names(&order[..5]), names(&top[..5]));
+    eprintln!(
+        "{what}: top 5 {:?}, reference {:?}",
+        names(&order[..5]),
+        names(&top[..5])
+    );
     for (k, (&got, &want)) in order.iter().zip(&top).take(5).enumerate() {
         if got != want {
             // Swaps are allowed only between tokens the reference puts closer than the bound.
