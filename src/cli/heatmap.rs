@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
 use wgpu_attention::viz::{check_probability_rows, Grid, Heatmap};
 
+use super::args::Backend;
 use super::exit::CliError;
+use super::model::{attention_of, ModelArg, TextArg};
 use super::npy;
 use super::raster;
 
@@ -19,14 +21,34 @@ use super::raster;
 /// chosen layer, or every layer × head when no layer is chosen. The output format
 /// follows the extension of --out: .svg (text stays text) or .png.
 ///
-/// Example:
+/// The weights come from a .npy file (--weights) or from a model run on a text (--model
+/// and --text: every layer and head of the model's attention, the tokens as labels).
+///
+/// Examples:
 ///   wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg
+///   wgpu-attention heatmap --model minilm --text "The cat sat on the mat" --layer 0 --head 0 --values --out cat.png
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["weights", "model"])))]
 pub struct HeatmapArgs {
     /// The attention weights: float .npy of rank 2 to 4 whose rows are probabilities.
     #[arg(long, value_name = "W.npy")]
-    pub weights: PathBuf,
+    pub weights: Option<PathBuf>,
+    /// Draw a model's own attention instead: a model directory, a .gguf file, or
+    /// `minilm` / `smollm2` (fetched by scripts/fetch-models.sh). Needs --text.
+    #[arg(long, value_name = "PATH", requires = "text", conflicts_with_all = ["tokens", "labels", "query_labels"])]
+    pub model: Option<String>,
+    /// The sentence to run the model on.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "model",
+        allow_hyphen_values = true
+    )]
+    pub text: Option<String>,
+    /// Where the model runs: the GPU kernels or the float64 CPU path.
+    #[arg(long, value_enum, default_value_t = Backend::Gpu, requires = "model")]
+    pub backend: Backend,
     /// Token labels for the keys (and for the queries when Lq = Lk): a JSON list of strings,
     /// as `model attention --tokens-out` writes.
     #[arg(long, value_name = "T.json", conflicts_with = "labels")]
@@ -103,8 +125,22 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
             ));
         }
     }
-    let weights = npy::read_floats("--weights", &args.weights)?;
-    let key_labels = key_labels(args)?;
+    let (weights, key_labels) = match (&args.weights, &args.model) {
+        (Some(path), _) => (npy::read_floats("--weights", path)?, key_labels(args)?),
+        (None, Some(model)) => {
+            let (probs, tokens) = attention_of(
+                &ModelArg {
+                    model: model.clone(),
+                },
+                &TextArg {
+                    text: args.text.clone().unwrap_or_default(),
+                },
+                args.backend,
+            )?;
+            (probs.into_dyn(), Some(tokens))
+        }
+        (None, None) => return Err(CliError::input("--weights", "give --weights or --model")),
+    };
     let query_labels = split_labels(args.query_labels.as_deref());
     let svg = if args.grid {
         grid_svg(args, &weights)?
@@ -285,10 +321,11 @@ fn single_svg(
         }
     };
     let mut h = Heatmap::new(matrix);
-    h.title = args
-        .title
-        .clone()
-        .unwrap_or_else(|| default_title(&names, &keys));
+    h.title = args.title.clone().unwrap_or_else(|| match &args.text {
+        // A model's run: name the sentence as typed, not its word pieces.
+        Some(text) => format!("{} · “{text}”", names.join(" · ")),
+        None => default_title(&names, &keys),
+    });
     h.row_labels = queries;
     h.col_labels = keys;
     h.values = args.values;
