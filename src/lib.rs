@@ -52,6 +52,7 @@ mod options;
 mod output;
 mod problem;
 mod reference;
+pub mod viz;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use api::attention;

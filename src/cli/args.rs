@@ -88,6 +88,12 @@ pub enum Command {
         after_help = "Example:\n  wgpu-attention mha --weights layer.safetensors --x x.npy --heads 8 --causal --out y.npy --attn-weights a.npy"
     )]
     Mha(Box<MhaArgs>),
+    /// Attention weights drawn as a heatmap (SVG or PNG): one matrix, or every head as
+    /// small multiples.
+    #[command(
+        after_help = "Example:\n  wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --layer 0 --head 0 --values --out cat.png"
+    )]
+    Heatmap(Box<super::heatmap::HeatmapArgs>),
     /// Real pretrained models: a Hugging Face BERT directory or a llama-family GGUF file
     /// (`minilm` and `smollm2` name the fetched ones).
     ///

@@ -5,12 +5,14 @@ mod args;
 mod bench;
 mod demo;
 mod exit;
+mod heatmap;
 mod info;
 mod io;
 mod mha;
 mod model;
 mod npy;
 mod progress;
+mod raster;
 mod run;
 mod runtime_dir;
 
@@ -35,6 +37,7 @@ pub fn main() -> ExitCode {
         Some(Command::Run(args)) => run::run(args, quiet),
         Some(Command::Bench(args)) => bench::run(args, quiet),
         Some(Command::Mha(args)) => mha::run(args, quiet),
+        Some(Command::Heatmap(args)) => heatmap::run(args),
         Some(Command::Model(cmd)) => model::run(cmd),
     };
     match outcome {

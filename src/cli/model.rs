@@ -175,6 +175,22 @@ fn gpu() -> Result<GpuContext, CliError> {
     GpuContext::new().map_err(|e| CliError::runtime(e.to_string()))
 }
 
+/// Every layer's and head's attention probabilities `(layers, heads, L, L)` of `text`,
+/// with the token strings (for `heatmap --model`).
+pub(super) fn attention_of(
+    model: &ModelArg,
+    text: &TextArg,
+    backend: Backend,
+) -> Result<(Array4<f32>, Vec<String>), CliError> {
+    let model = load(model)?;
+    let tokens = tokens(&model, text)?;
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let probs = forward(&model, &ids, true, backend)?
+        .attention
+        .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
+    Ok((probs, tokens.into_iter().map(|t| t.text).collect()))
+}
+
 fn forward(
     model: &Model,
     ids: &[u32],

@@ -534,6 +534,7 @@ fn help_is_one_text_and_ends_with_an_example() {
         &["run"],
         &["bench"],
         &["mha"],
+        &["heatmap"],
         &["model"],
         &["model", "info"],
         &["model", "tokenize"],

@@ -9,6 +9,7 @@ mod big_q;
 mod cli;
 mod cli_bench;
 mod cli_common;
+mod cli_heatmap;
 mod cli_malformed;
 mod cli_mha;
 mod cli_model;

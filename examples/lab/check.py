@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""The attention lab's browser test: serves examples/lab on 127.0.0.1, drives it in
+headless Chromium through ChromeDriver (WebDriver over HTTP, standard library only) and
+checks what the page shows against an independent float64 computation:
+
+- the heatmap's matrix equals softmax(scale * q kᵀ) of the head's own q and k (which the
+  page exposes) within 1e-5, its rows sum to 1, and its CPU badge is below 1e-4;
+- clicking a word draws bars equal to that word's row;
+- switching causal on makes the upper triangle exactly 0 and draws −∞ cells;
+- cross-attention and the KV-cache panel agree with the CPU path (their badges);
+- the page made no request outside 127.0.0.1;
+- with LAB_MODELS=1 and the fetched MiniLM served: every layer and head of "The cat sat on the
+  mat" equals the numpy float64 forward pass of tests/fixtures/models/bert within
+  2e-4 + 1e-3·|ref|, and its tokens include [CLS] and [SEP].
+
+Screenshots go to OUT_DIR (default: the current directory).
+
+    python3 examples/lab/check.py [OUT_DIR]
+
+Env: CHROMEDRIVER (default /usr/bin/chromedriver), WEBGPU=0 to launch without WebGPU
+(the page must then say so and run the CPU path).
+"""
+
+import ast
+import base64
+import importlib.util
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("webcheck", os.path.join(HERE, "..", "web", "check.py"))
+web = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(web)
+
+
+class Page:
+    def __init__(self, base, session):
+        self.base, self.s = base, f"/session/{session}"
+
+    def js(self, script, *args):
+        return web.call(self.base, "POST", self.s + "/execute/sync", {"script": script, "args": list(args)})
+
+    def wait_done(self, what, timeout=180):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            state, text = self.js("const e = document.getElementById('status');"
+                                  "return [e.dataset.status, e.textContent];")
+            if state == "done":
+                return text
+            if state == "error":
+                raise SystemExit(f"{what}: the page reports {text}")
+            time.sleep(0.25)
+        raise SystemExit(f"{what}: the page did not finish in {timeout} s")
+
+    def recompute(self, what):
+        # Mark the status first so a stale "done" is not read as this run's.
+        self.js("document.getElementById('status').dataset.status = 'running';"
+                "window.labRecompute();")
+        return self.wait_done(what)
+
+    def click(self, css):
+        el = web.call(self.base, "POST", self.s + "/element", {"using": "css selector", "value": css})
+        key = next(iter(el))
+        web.call(self.base, "POST", f"{self.s}/element/{el[key]}/click", {})
+
+    def screenshot(self, path):
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(web.call(self.base, "GET", self.s + "/screenshot")))
+        print(f"screenshot: {path}")
+
+
+def softmax_rows(q, k, scale, causal):
+    rows = []
+    for i, qi in enumerate(q):
+        logits = [scale * sum(a * b for a, b in zip(qi, kj)) for kj in k]
+        allowed = [not causal or j <= i for j in range(len(k))]
+        m = max(x for x, ok in zip(logits, allowed) if ok)
+        e = [math.exp(x - m) if ok else 0.0 for x, ok in zip(logits, allowed)]
+        s = sum(e)
+        rows.append([x / s for x in e])
+    return rows
+
+
+def check_matrix(page, what, causal):
+    data = page.js("const d = document.getElementById('heatmap').dataset;"
+                   "return [d.matrix, d.q, d.k, d.scale, d.causal,"
+                   " document.getElementById('badge').dataset.diff];")
+    matrix, q, k = (json.loads(x) for x in data[:3])
+    scale, shown_causal, badge = float(data[3]), data[4] == "true", float(data[5])
+    assert shown_causal == causal, f"{what}: causal is {shown_causal}"
+    want = softmax_rows(q, k, scale, causal)
+    worst = max(abs(a - b) for r, w in zip(matrix, want) for a, b in zip(r, w))
+    assert worst < 1e-5, f"{what}: shown matrix differs from float64 softmax(q kᵀ) by {worst}"
+    for i, r in enumerate(matrix):
+        assert abs(sum(r) - 1) < 1e-5, f"{what}: row {i} sums to {sum(r)}"
+    assert badge < 1e-4, f"{what}: CPU badge {badge}"
+    print(f"{what}: {len(matrix)}x{len(matrix[0])} matrix within {worst:.1e} of float64; badge {badge:.1e}")
+    return matrix
+
+
+def read_npy_f32(path):
+    """A little-endian float32 C-order .npy as (shape, flat list): enough for fixtures."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:6] == b"\x93NUMPY", path
+    header_len = struct.unpack("<H", data[8:10])[0]
+    header = ast.literal_eval(data[10:10 + header_len].decode("latin1"))
+    assert header["descr"] == "<f4" and not header["fortran_order"], header
+    n = math.prod(header["shape"])
+    body = data[10 + header_len:]
+    return header["shape"], list(struct.unpack(f"<{n}f", body[:4 * n]))
+
+
+def check_minilm(page, out_dir):
+    ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
+    shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
+    layers, heads, l, _ = shape
+    web.call(page.base, "POST", page.s + "/url", {"url": page.url + "?models"})
+    page.wait_done("reload with models")
+    page.js("const m = document.getElementById('model'); m.value = 'minilm';"
+            "document.getElementById('sentence').value = 'The cat sat on the mat';"
+            "document.getElementById('status').dataset.status = 'running';"
+            "m.dispatchEvent(new Event('change'));")
+    print("MiniLM:", page.wait_done("MiniLM load", timeout=600))
+    worst = 0.0
+    for layer, head in [(0, 0), (2, 5), (layers - 1, heads - 1)]:
+        page.js("document.getElementById('layer').value = arguments[0];"
+                "document.getElementById('head').value = arguments[1];", str(layer), str(head))
+        page.recompute(f"MiniLM layer {layer} head {head}")
+        r = page.js("return window.labResult;")
+        assert r["tokens"][0] == "[CLS]" and r["tokens"][-1] == "[SEP]", r["tokens"]
+        assert (r["layer"], r["head"]) == (layer, head), (r["layer"], r["head"])
+        m = r["matrix"]
+        assert len(m) == l, f"{len(m)} tokens, the reference has {l}"
+        for i in range(l):
+            for j in range(l):
+                want = ref[((layer * heads + head) * l + i) * l + j]
+                err = abs(m[i][j] - want)
+                assert err <= 2e-4 + 1e-3 * abs(want), f"L{layer} H{head} ({i},{j}): {m[i][j]} vs {want}"
+                worst = max(worst, err)
+        assert r["badge"] < 2e-4, f"GPU vs CPU badge {r['badge']}"
+    grid = float(page.js("return document.getElementById('gridbadge').dataset.diff;"))
+    assert grid < 2e-4, f"every layer x head vs the page's CPU pass: {grid}"
+    print(f"MiniLM: layers and heads within {worst:.1e} of numpy float64; all heads vs CPU {grid:.1e}")
+    page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
+
+
+def main():
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+    os.makedirs(out_dir, exist_ok=True)
+    url = web.serve(HERE)
+    webgpu = os.environ.get("WEBGPU", "1") != "0"
+    args = ["--headless=new", "--no-sandbox", "--window-size=1280,2400",
+            "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run",
+            # Nothing but the local server resolves: a request elsewhere fails loudly.
+            "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+    if webgpu:
+        args.append("--enable-unsafe-webgpu")
+    port = web.free_port()
+    driver = subprocess.Popen(
+        [os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"), f"--port={port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                web.call(base, "GET", "/status")
+                break
+            except OSError:
+                time.sleep(0.1)
+        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args}}}}
+        session = web.call(base, "POST", "/session", caps)["sessionId"]
+        page = Page(base, session)
+        page.url = url
+        try:
+            web.call(base, "POST", page.s + "/url", {"url": url})
+            print("first run:", page.wait_done("first run"))
+            backend = page.js("return document.body.dataset.backend;")
+            want = "webgpu" if webgpu else "cpu"
+            assert backend == want, f"backend {backend}, expected {want}"
+
+            page.js("document.getElementById('sentence').value = arguments[0];"
+                    "document.getElementById('cross').value = arguments[1];",
+                    "the cat ate the fish ; it was delicious", "고양이가 생선을 먹었다")
+            print("typed:", page.recompute("typed sentence"))
+            matrix = check_matrix(page, "bidirectional", causal=False)
+
+            page.click('#strip button[data-index="4"]')
+            bars = json.loads(page.js("return document.getElementById('bars').dataset.weights;"))
+            assert bars == matrix[4], "the bars of word 4 are not its row"
+            pinned = page.js("return document.querySelector('#strip button.pinned').dataset.index;")
+            assert pinned == "4", f"pinned {pinned}"
+            print("clicked 'fish': bars equal row 4")
+
+            cross = float(page.js("return document.getElementById('crossbadge').dataset.diff;"))
+            cache = float(page.js("return document.getElementById('cachebadge').dataset.diff;"))
+            assert cross < 1e-4 and cache < 1e-4, f"cross {cross}, cache {cache}"
+            print(f"cross-attention badge {cross:.1e}, KV-cache badge {cache:.1e}")
+            page.screenshot(os.path.join(out_dir, "lab.png"))
+
+            page.js("document.getElementById('sentence').value = 'I love AI !';")
+            page.click("#causal")
+            print("causal:", page.wait_done("causal switch"))
+            page.recompute("causal sentence")
+            matrix = check_matrix(page, "causal", causal=True)
+            upper = [matrix[i][j] for i in range(len(matrix)) for j in range(i + 1, len(matrix))]
+            assert all(x == 0.0 for x in upper), f"upper triangle not 0: {upper}"
+            svg = page.js("return document.getElementById('heatmap').innerHTML;")
+            assert svg.count("−∞</text>") == len(upper), "masked cells are not marked −∞"
+            print(f"causal: upper triangle exactly 0, {len(upper)} cells drawn −∞")
+            page.screenshot(os.path.join(out_dir, "lab-causal.png"))
+
+            served = json.loads(open(os.path.join(HERE, "models", "index.json")).read()) \
+                if os.path.exists(os.path.join(HERE, "models", "index.json")) else []
+            if os.environ.get("LAB_MODELS") == "1" and any(m["name"] == "minilm" for m in served):
+                check_minilm(page, out_dir)
+            else:
+                print("checked the built-in model (LAB_MODELS=1 with the fetched MiniLM also checks it)")
+
+            urls = page.js("return performance.getEntriesByType('resource').map(e => e.name);")
+            outside = [u for u in urls if not u.startswith("http://127.0.0.1:")]
+            assert not outside, f"requests outside 127.0.0.1: {outside}"
+            print(f"{len(urls)} requests, all to 127.0.0.1")
+        finally:
+            web.call(base, "DELETE", page.s)
+    finally:
+        driver.terminate()
+        driver.wait()
+    print("lab check: passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+// The lab's page logic: reads the controls, asks the wasm module (the crate's kernels) for
+// every panel's data, and draws it. The latest result stays on `window.labResult`, and the
+// heatmap element carries the displayed matrix as data attributes, for scripted checks.
+import init, { init as openGpu, compute, load_bert, load_llama, generate } from "./pkg/lab.js";
+
+const $ = (id) => document.getElementById(id);
+const status = $("status");
+let result = null;
+let pinned = null;
+let step = "softmax";
+let busy = Promise.resolve();
+
+function setStatus(state, text) {
+  status.dataset.status = state;
+  status.textContent = text;
+}
+
+function badge(el, diff, what) {
+  el.textContent = `max |${what} − CPU| = ${diff.toExponential(1)}`;
+  el.classList.toggle("bad", !(diff < 1e-4));
+  el.dataset.diff = String(diff);
+}
+
+function request() {
+  const windowed = $("windowed").checked;
+  return {
+    sentence: $("sentence").value,
+    model: $("model").value,
+    head: Number($("head").value || 0),
+    layer: Number($("layer").value || 0),
+    causal: $("causal").checked,
+    scale: $("scale").value,
+    k_equals_q: $("kq").checked,
+    window: windowed ? [Number($("wleft").value), Number($("wright").value)] : null,
+    cross: $("cross").value,
+  };
+}
+
+function fmt(x) {
+  if (x === null) return "−∞";
+  return Math.abs(x) >= 100 ? x.toFixed(0) : x.toFixed(2);
+}
+
+function table(rows, colLabels, rowLabels) {
+  const t = document.createElement("table");
+  t.className = "m";
+  const head = t.insertRow();
+  head.appendChild(document.createElement("th"));
+  for (const c of colLabels) {
+    const th = document.createElement("th");
+    th.textContent = c;
+    head.appendChild(th);
+  }
+  rows.forEach((r, i) => {
+    const tr = t.insertRow();
+    const th = document.createElement("th");
+    th.textContent = rowLabels[i];
+    tr.appendChild(th);
+    for (const x of r) {
+      const td = tr.insertCell();
+      td.textContent = fmt(x);
+      if (x === null) td.className = "inf";
+    }
+  });
+  return t;
+}
+
+function drawBars(row) {
+  const bars = $("bars");
+  bars.innerHTML = "";
+  if (row === null || !result) return;
+  const weights = result.matrix[row];
+  bars.dataset.row = String(row);
+  bars.dataset.weights = JSON.stringify(weights);
+  result.tokens.forEach((t, j) => {
+    const div = document.createElement("div");
+    div.className = "bar";
+    div.dataset.weight = String(weights[j]);
+    div.innerHTML = `<span class="label"></span><span class="fill"></span><span class="v"></span>`;
+    div.querySelector(".label").textContent = t;
+    div.querySelector(".fill").style.width = `${(weights[j] * 16).toFixed(2)}rem`;
+    div.querySelector(".v").textContent = weights[j] === 0 ? "masked" : weights[j].toFixed(3);
+    bars.appendChild(div);
+  });
+}
+
+function drawStrip() {
+  const strip = $("strip");
+  strip.innerHTML = "";
+  result.tokens.forEach((t, i) => {
+    const b = document.createElement("button");
+    b.textContent = t;
+    b.dataset.index = String(i);
+    b.classList.toggle("pinned", pinned === i);
+    b.addEventListener("mouseenter", () => pinned === null && drawBars(i));
+    b.addEventListener("mouseleave", () => pinned === null && drawBars(null));
+    b.addEventListener("click", () => {
+      pinned = pinned === i ? null : i;
+      drawStrip();
+      drawBars(pinned ?? i);
+    });
+    strip.appendChild(b);
+  });
+}
+
+function drawStep() {
+  document.querySelectorAll(".steps button").forEach((b) => b.classList.toggle("active", b.dataset.step === step));
+  const s = result.steps;
+  const toks = result.tokens;
+  const notes = {
+    qk: `Q·Kᵀ: dot products of head ${result.head}'s queries with key/value head ${result.kv_head}'s keys (d_k = ${result.head_dim}).`,
+    scaled: `× ${result.scale_label}: keeps the logits' spread independent of d_k.`,
+    masked: result.causal ? "Masked: keys after the query are −∞ (causal)." : "Mask: cells not allowed by the mask, window or causal rule become −∞.",
+    softmax: "Softmax per row (the kernel's result): each row sums to 1.",
+    out: `·V: each query's output is its weights times the values (${result.head_dim} columns). max |GPU − CPU| = ${s.out_badge.toExponential(1)}`,
+  };
+  $("stepnote").textContent = notes[step];
+  const el = $("step");
+  el.innerHTML = "";
+  const cols = step === "out" ? [...Array(result.head_dim).keys()].map((c) => `v${c}`) : toks;
+  el.appendChild(table(s[step], cols, toks));
+}
+
+function drawCache(rows) {
+  const m = result.cache.matrix.map((r, i) => r.map((x, j) => (i < rows && j <= i ? x : null)));
+  const el = $("cache");
+  el.innerHTML = "";
+  const t = table(m.slice(0, rows), result.tokens, result.tokens);
+  t.dataset.rows = String(rows);
+  el.appendChild(t);
+}
+
+function options(select, n, word, chosen) {
+  if (select.options.length !== n) {
+    select.innerHTML = "";
+    for (let i = 0; i < n; i++) select.add(new Option(`${word} ${i}`, String(i)));
+  }
+  select.value = String(chosen);
+}
+
+// Panels that only the built-in embedding feeds (a real model's forward pass does not
+// expose one head's q and k, nor take the what-if switches).
+function builtinOnly(show) {
+  for (const id of ["whatif"]) $(id).style.opacity = show ? 1 : 0.4;
+  for (const id of ["step", "crossmap", "cache"]) {
+    if (!show) $(id).textContent = "(runs on the built-in embedding: pick it in the model picker)";
+  }
+  if (!show) for (const id of ["crossbadge", "cachebadge"]) $(id).textContent = "";
+}
+
+function draw() {
+  options($("head"), result.heads, "head", result.head);
+  options($("layer"), result.layers || 1, "layer", result.layer || 0);
+  const hm = $("heatmap");
+  hm.innerHTML = result.svg;
+  hm.dataset.matrix = JSON.stringify(result.matrix);
+  hm.dataset.tokens = JSON.stringify(result.tokens);
+  hm.dataset.q = JSON.stringify(result.q);
+  hm.dataset.k = JSON.stringify(result.k);
+  hm.dataset.scale = String(result.scale);
+  hm.dataset.causal = String(result.causal);
+  badge($("badge"), result.badge, result.backend === "webgpu" ? "GPU" : "shown");
+  $("grid").innerHTML = result.grid_svg;
+  badge($("gridbadge"), Math.max(...result.grid_badges), "GPU");
+  if (pinned !== null && pinned >= result.tokens.length) pinned = null;
+  drawStrip();
+  drawBars(pinned);
+  if (!result.steps) {
+    builtinOnly(false);
+    return;
+  }
+  builtinOnly(true);
+  if (result.cross) {
+    $("crossmap").innerHTML = result.cross.svg;
+    badge($("crossbadge"), result.cross.badge, "GPU");
+  } else {
+    $("crossmap").textContent = "(type a sentence for the keys and values)";
+    $("crossbadge").textContent = "";
+  }
+  badge($("cachebadge"), result.cache.badge, "GPU");
+  drawCache(result.tokens.length);
+  drawStep();
+}
+
+async function recompute() {
+  setStatus("running", "computing…");
+  const t0 = performance.now();
+  try {
+    result = JSON.parse(await compute(JSON.stringify(request())));
+    window.labResult = result;
+    draw();
+    const ms = (performance.now() - t0).toFixed(0);
+    setStatus("done", `${result.backend === "webgpu" ? "WebGPU" : "CPU (no WebGPU in this browser)"} · ${result.tokens.length} tokens · ${ms} ms`);
+  } catch (e) {
+    setStatus("error", `error: ${e}`);
+  }
+}
+
+function schedule() {
+  busy = busy.then(recompute);
+  return busy;
+}
+window.labRecompute = schedule;
+
+// Real models the local server offers (serve.sh links the fetched ones in).
+// Offered only with ?models in the address: loading a real model in the browser is
+// still experimental (MiniLM's load does not finish on SwiftShader yet).
+async function offerModels() {
+  let index = [];
+  if (!new URLSearchParams(location.search).has("models")) {
+    $("modelnote").textContent = "";
+    return index;
+  }
+  try {
+    const r = await fetch("models/index.json");
+    if (r.ok) index = await r.json();
+  } catch (_) { /* none served */ }
+  for (const m of index) $("model").add(new Option(m.label, m.name));
+  $("modelnote").textContent = index.length ? "" : "(run scripts/fetch-models.sh, then serve.sh, for MiniLM and SmolLM2)";
+  return index;
+}
+
+async function bytes(path) {
+  const r = await fetch(path);
+  if (!r.ok) throw new Error(`${path}: HTTP ${r.status}`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+async function pickModel(index) {
+  const name = $("model").value;
+  pinned = null;
+  $("generate").disabled = true;
+  if (name === "builtin") return schedule();
+  const m = index.find((x) => x.name === name);
+  setStatus("loading", `loading ${m.label}…`);
+  try {
+    const files = await Promise.all(m.files.map((f) => bytes(f)));
+    const mb = files.reduce((n, f) => n + f.length, 0) / 1e6;
+    setStatus("loading", `loading ${m.label}: ${mb.toFixed(0)} MB fetched, reading the weights…`);
+    await new Promise((ok) => setTimeout(ok, 0));
+    const info = JSON.parse(m.kind === "bert" ? load_bert(...files) : load_llama(files[0]));
+    $("generate").disabled = !info.causal;
+    $("causal").checked = info.causal;
+  } catch (e) {
+    return setStatus("error", `error: ${e}`);
+  }
+  return schedule();
+}
+
+async function runGeneration() {
+  const out = $("genout");
+  const table = $("gencache");
+  out.textContent = $("sentence").value;
+  table.innerHTML = "";
+  setStatus("running", "generating…");
+  const sink = {
+    push(text, cached) {
+      out.textContent += text;
+      const row = document.createElement("div");
+      row.className = "bar";
+      row.innerHTML = `<span class="label"></span><span class="fill"></span><span class="v"></span>`;
+      row.querySelector(".label").textContent = JSON.stringify(text);
+      row.querySelector(".fill").style.width = `${Math.min(30, cached * 0.4).toFixed(1)}rem`;
+      row.querySelector(".v").textContent = `cache holds ${cached + 1} positions`;
+      table.appendChild(row);
+    },
+  };
+  try {
+    await generate($("sentence").value, 16, sink);
+    setStatus("done", "generated 16 tokens");
+  } catch (e) {
+    setStatus("error", `error: ${e}`);
+  }
+}
+
+async function main() {
+  if (!("gpu" in navigator)) {
+    status.textContent = "This browser has no WebGPU: running the CPU path.";
+  }
+  await init();
+  const gpu = await openGpu();
+  document.body.dataset.backend = gpu.startsWith("webgpu") ? "webgpu" : "cpu";
+  if (!gpu.startsWith("webgpu")) {
+    $("status").title = gpu;
+  }
+  $("preset").addEventListener("change", (e) => {
+    const opt = e.target.selectedOptions[0];
+    if (!opt.value) return;
+    $("sentence").value = opt.value;
+    $("causal").checked = opt.dataset.causal === "1";
+    $("cross").value = opt.dataset.cross || "";
+    schedule();
+  });
+  const index = await offerModels();
+  $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
+  $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
+  for (const id of ["run"]) $(id).addEventListener("click", schedule);
+  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright"]) {
+    $(id).addEventListener("change", schedule);
+  }
+  for (const id of ["sentence", "cross"]) {
+    $(id).addEventListener("keydown", (e) => e.key === "Enter" && schedule());
+  }
+  document.querySelectorAll(".steps button").forEach((b) =>
+    b.addEventListener("click", () => { step = b.dataset.step; drawStep(); }));
+  $("play").addEventListener("click", async () => {
+    for (let r = 1; r <= result.tokens.length; r++) {
+      drawCache(r);
+      await new Promise((ok) => setTimeout(ok, 350));
+    }
+  });
+  await schedule();
+}
+
+main().catch((e) => setStatus("error", `error: ${e}`));

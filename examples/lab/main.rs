@@ -1,0 +1,545 @@
+//! The attention lab: one page that runs the crate's kernels in the browser (wasm32 +
+//! WebGPU) on a sentence as typed, and shows what attention computes: the heatmap of a
+//! head with its values, the token strip, the four steps Q·Kᵀ → ÷√d_k → mask → softmax →
+//! ·V on the head's real tensors, every head as thumbnails (grouped-query heads that share
+//! a key/value head boxed together), "what if" switches (scale, K = Q, causal, a window),
+//! cross-attention through the multi-head layer, and the sentence fed through the KV cache
+//! one token at a time. Every matrix carries its largest difference from the CPU reference
+//! computed in the same page; without WebGPU the page says so and runs the CPU path.
+//!
+//! Build and serve with `examples/lab/serve.sh`; `examples/lab/check.py` drives it in
+//! headless Chromium.
+
+#![cfg(target_arch = "wasm32")]
+
+#[path = "builtin.rs"]
+mod builtin;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use ndarray::{s, Array2, Array4, ArrayView2, Ix2};
+use serde_json::{json, Value};
+use wasm_bindgen::prelude::*;
+use wgpu_attention::model::bert::BertModel;
+use wgpu_attention::model::llama::LlamaModel;
+use wgpu_attention::model::{GenerateOptions, Model, ModelError, ModelGpu, Sampling};
+use wgpu_attention::viz::{Grid, Heatmap};
+use wgpu_attention::{
+    attention_async, attention_cpu, mha_async, mha_cpu, mha_incremental_async, AttentionOptions,
+    GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections, Window,
+};
+
+thread_local! {
+    static GPU: RefCell<Option<Rc<GpuContext>>> = const { RefCell::new(None) };
+    static MODEL: RefCell<Option<Rc<Loaded>>> = const { RefCell::new(None) };
+}
+
+/// A real model loaded into the page, with its weights on the GPU when there is one.
+struct Loaded {
+    model: Model,
+    gpu: Option<ModelGpu>,
+}
+
+fn loaded() -> Option<Rc<Loaded>> {
+    MODEL.with(|m| m.borrow().clone())
+}
+
+fn install(model: Model) -> Result<String, JsValue> {
+    let err = |e: ModelError| JsValue::from_str(&e.to_string());
+    let gpu = match gpu() {
+        Some(ctx) => Some(model.upload(&ctx).map_err(err)?),
+        None => None,
+    };
+    let info = model.info();
+    MODEL.with(|m| *m.borrow_mut() = Some(Rc::new(Loaded { model, gpu })));
+    Ok(json!({
+        "architecture": info.architecture,
+        "layers": info.layers,
+        "heads": info.heads,
+        "kv_heads": info.kv_heads,
+        "causal": info.causal,
+        "max_positions": info.max_positions,
+    })
+    .to_string())
+}
+
+/// Loads a BERT encoder from its three files' bytes (served by `serve.sh` from the model
+/// cache). Returns the model's sizes as JSON.
+#[wasm_bindgen]
+pub fn load_bert(
+    config: Vec<u8>,
+    safetensors: Vec<u8>,
+    tokenizer: Vec<u8>,
+) -> Result<String, JsValue> {
+    let model = BertModel::from_parts(&config, &safetensors, &tokenizer)
+        .map_err(|e| JsValue::from_str(&e.to_string()))?;
+    install(Model::Bert(Box::new(model)))
+}
+
+/// Loads a llama-family decoder from a GGUF file's bytes. Returns its sizes as JSON.
+#[wasm_bindgen]
+pub fn load_llama(gguf: Vec<u8>) -> Result<String, JsValue> {
+    let model =
+        LlamaModel::from_gguf_bytes(&gguf).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    install(Model::Llama(Box::new(model)))
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The page's receiver of generated tokens.
+    pub type TokenSink;
+    #[wasm_bindgen(method)]
+    fn push(this: &TokenSink, text: &str, cached: u32);
+}
+
+/// Greedy generation with the loaded causal model, one token at a time through its KV
+/// cache; `sink.push(text, cached)` sees each new token and how many positions the cache
+/// holds. Returns the whole continuation.
+#[wasm_bindgen]
+pub async fn generate(
+    prompt: String,
+    max_new_tokens: u32,
+    sink: TokenSink,
+) -> Result<String, JsValue> {
+    let err = |e: ModelError| JsValue::from_str(&e.to_string());
+    let Some(m) = loaded() else {
+        return Err(JsValue::from_str("load a causal model first"));
+    };
+    let ids: Vec<u32> = m
+        .model
+        .tokenize(&prompt)
+        .map_err(err)?
+        .iter()
+        .map(|t| t.id)
+        .collect();
+    let opts = GenerateOptions {
+        max_new_tokens: max_new_tokens.clamp(1, 256) as usize,
+        sampling: Sampling::Greedy,
+        use_cache: true,
+        stop_at_eos: true,
+    };
+    let mut cached = ids.len() as u32;
+    let mut on_token = |id: u32| {
+        let text = m.model.decode(&[id]).unwrap_or_default();
+        sink.push(&text, cached);
+        cached += 1;
+    };
+    let stats = match (gpu(), &m.gpu) {
+        (Some(ctx), Some(g)) => g
+            .generate(&ctx, &ids, &opts, &mut on_token)
+            .await
+            .map_err(err)?,
+        _ => m
+            .model
+            .generate_cpu(&ids, &opts, &mut on_token)
+            .map_err(err)?,
+    };
+    m.model.decode(&stats.generated).map_err(err)
+}
+
+fn gpu() -> Option<Rc<GpuContext>> {
+    GPU.with(|g| g.borrow().clone())
+}
+
+/// Opens the browser's WebGPU adapter. Returns `webgpu: <adapter>` or `cpu: <why>`; in
+/// the second case every later computation runs on the CPU path.
+#[wasm_bindgen]
+pub async fn init() -> String {
+    match GpuContext::new_async().await {
+        Ok(ctx) => {
+            let name = ctx.adapter_info().name.clone();
+            GPU.with(|g| *g.borrow_mut() = Some(Rc::new(ctx)));
+            format!(
+                "webgpu: {}",
+                if name.is_empty() {
+                    "unnamed adapter"
+                } else {
+                    &name
+                }
+            )
+        }
+        Err(e) => format!("cpu: {e}"),
+    }
+}
+
+/// Runs one request (JSON, see `lab.js`) and returns every panel's data as JSON.
+#[wasm_bindgen]
+pub async fn compute(request: String) -> Result<String, JsValue> {
+    let req: Value =
+        serde_json::from_str(&request).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    match run(&req).await {
+        Ok(v) => Ok(v.to_string()),
+        Err(e) => Err(JsValue::from_str(&e)),
+    }
+}
+
+struct Settings {
+    causal: bool,
+    scale: f32,
+    scale_label: String,
+    k_equals_q: bool,
+    window: Option<(u32, u32)>,
+    head: usize,
+}
+
+fn settings(req: &Value) -> Result<Settings, String> {
+    let d = builtin::HEAD_DIM as f32;
+    let (scale, scale_label) = match req["scale"].as_str().unwrap_or("sqrt") {
+        "sqrt" => (1.0 / d.sqrt(), format!("1/√d_k = 1/√{}", builtin::HEAD_DIM)),
+        "none" => (1.0, "1 (no ÷√d_k)".to_string()),
+        other => {
+            let v: f32 = other
+                .parse()
+                .map_err(|_| format!("scale: {other:?} is not a number"))?;
+            if !v.is_finite() {
+                return Err(format!("scale: {v} is not finite"));
+            }
+            (v, format!("{v}"))
+        }
+    };
+    let window = match &req["window"] {
+        Value::Array(a) if a.len() == 2 => {
+            let side = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+            match (side(&a[0]), side(&a[1])) {
+                (Some(l), Some(r)) => Some((l, r)),
+                _ => return Err("window: two non-negative whole numbers".into()),
+            }
+        }
+        _ => None,
+    };
+    let head = req["head"].as_u64().unwrap_or(0) as usize;
+    if head >= builtin::HEADS {
+        return Err(format!("head: {head} is not below {}", builtin::HEADS));
+    }
+    Ok(Settings {
+        causal: req["causal"].as_bool().unwrap_or(false),
+        scale,
+        scale_label,
+        k_equals_q: req["k_equals_q"].as_bool().unwrap_or(false),
+        window,
+        head,
+    })
+}
+
+fn tokens_of(text: &str, what: &str) -> Result<Vec<String>, String> {
+    let tokens = builtin::tokenize(text);
+    if tokens.is_empty() {
+        return Err(format!("{what}: type a sentence"));
+    }
+    if tokens.len() > builtin::MAX_TOKENS {
+        return Err(format!(
+            "{what}: {} tokens; the lab takes at most {}",
+            tokens.len(),
+            builtin::MAX_TOKENS
+        ));
+    }
+    Ok(tokens)
+}
+
+fn weights_of_layer() -> Result<MhaWeights, String> {
+    let e = builtin::EMBED;
+    let kv = builtin::KV_HEADS * builtin::HEAD_DIM;
+    MhaWeights::new(
+        Projections {
+            q_weight: builtin::projection(builtin::WQ, e),
+            q_bias: None,
+            k_weight: builtin::projection(builtin::WK, kv),
+            k_bias: None,
+            v_weight: builtin::projection(builtin::WV, kv),
+            v_bias: None,
+            out_weight: builtin::projection(builtin::WO, e),
+            out_bias: None,
+        },
+        builtin::HEADS,
+        Some(builtin::KV_HEADS),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn matrix_json(m: ArrayView2<f32>) -> Value {
+    Value::Array(m.outer_iter().map(|r| json!(r.to_vec())).collect())
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn head_of(w: &Array4<f32>, h: usize) -> Array2<f32> {
+    w.slice(s![0, h, .., ..])
+        .into_dimensionality::<Ix2>()
+        .expect("rank 4")
+        .to_owned()
+}
+
+/// Head `h` of per-head multi-head weights `(1, H, L, S)`.
+fn per_head(w: &Option<ndarray::ArrayD<f32>>, h: usize) -> Result<Array2<f32>, String> {
+    w.as_ref()
+        .ok_or("the layer returned no weights")?
+        .slice(s![0, h, .., ..])
+        .into_dimensionality::<Ix2>()
+        .map(|m| m.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn heatmap_svg(m: ArrayView2<f32>, rows: &[String], cols: &[String], title: String) -> String {
+    let mut h = Heatmap::new(m);
+    h.row_labels = rows.to_vec();
+    h.col_labels = cols.to_vec();
+    h.title = title;
+    h.values = m.ncols() <= 16;
+    h.cell = if m.ncols() <= 16 { 44.0 } else { 20.0 };
+    h.svg()
+}
+
+async fn run(req: &Value) -> Result<Value, String> {
+    if req["model"].as_str().unwrap_or("builtin") != "builtin" {
+        let m = loaded().ok_or("the model is still loading")?;
+        return run_model(req, &m).await;
+    }
+    let set = settings(req)?;
+    let tokens = tokens_of(req["sentence"].as_str().unwrap_or(""), "sentence")?;
+    let l = tokens.len();
+    let ctx = gpu();
+    let backend = if ctx.is_some() { "webgpu" } else { "cpu" };
+    let x = builtin::embed(&tokens);
+    let q = builtin::heads(
+        &x,
+        &builtin::projection(builtin::WQ, builtin::HEADS * builtin::HEAD_DIM),
+        builtin::HEADS,
+    );
+    let kv_heads = if set.k_equals_q {
+        builtin::HEADS
+    } else {
+        builtin::KV_HEADS
+    };
+    let k = if set.k_equals_q {
+        q.clone()
+    } else {
+        builtin::heads(
+            &x,
+            &builtin::projection(builtin::WK, kv_heads * builtin::HEAD_DIM),
+            kv_heads,
+        )
+    };
+    let v = builtin::heads(
+        &x,
+        &builtin::projection(builtin::WV, kv_heads * builtin::HEAD_DIM),
+        kv_heads,
+    );
+    let opts = AttentionOptions {
+        scale: Some(set.scale),
+        causal: set.causal,
+        window: set.window.map(|(a, b)| Window::new(a, b)),
+        return_weights: true,
+        ..Default::default()
+    };
+    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?;
+    let shown = match &ctx {
+        Some(ctx) => attention_async(ctx, q.view(), k.view(), v.view(), &opts)
+            .await
+            .map_err(|e| e.to_string())?,
+        None => cpu.clone(),
+    };
+    let w = shown.weights.clone().expect("asked for weights");
+    let w_cpu = cpu.weights.clone().expect("asked for weights");
+    let h = set.head;
+    let g = h / (builtin::HEADS / kv_heads);
+    let head_w = head_of(&w, h);
+    let head_cpu = head_of(&w_cpu, h);
+
+    // The four steps on this head's own q and k, in f64.
+    let allowed = |i: usize, j: usize| {
+        (!set.causal || j <= i)
+            && set
+                .window
+                .is_none_or(|(left, right)| j + left as usize >= i && j <= i + right as usize)
+    };
+    let mut qk = Array2::<f64>::zeros((l, l));
+    for i in 0..l {
+        for j in 0..l {
+            qk[[i, j]] = (0..builtin::HEAD_DIM)
+                .map(|c| q[[0, h, i, c]] as f64 * k[[0, g, j, c]] as f64)
+                .sum();
+        }
+    }
+    let scaled = qk.mapv(|x| x * set.scale as f64);
+    let masked: Vec<Vec<Option<f64>>> = (0..l)
+        .map(|i| {
+            (0..l)
+                .map(|j| allowed(i, j).then(|| scaled[[i, j]]))
+                .collect()
+        })
+        .collect();
+    let out_head = shown.out.slice(s![0, h, .., ..]).to_owned();
+    let grid_badges: Vec<f32> = (0..builtin::HEADS)
+        .map(|hh| {
+            max_diff(
+                head_of(&w, hh).as_slice().unwrap(),
+                head_of(&w_cpu, hh).as_slice().unwrap(),
+            )
+        })
+        .collect();
+    let panels: Vec<(String, Array2<f32>)> = (0..builtin::HEADS)
+        .map(|hh| {
+            (
+                format!("head {hh} (kv {})", hh / (builtin::HEADS / kv_heads)),
+                head_of(&w, hh),
+            )
+        })
+        .collect();
+    let grid = Grid {
+        title: format!(
+            "every head: {} query heads over {kv_heads} key/value heads",
+            builtin::HEADS
+        ),
+        panels: panels.iter().map(|(c, m)| (c.clone(), m.view())).collect(),
+        columns: builtin::HEADS,
+        group: builtin::HEADS / kv_heads,
+        cell: (120.0 / l as f64).clamp(3.0, 16.0),
+    };
+
+    let mut result = json!({
+        "backend": backend,
+        "tokens": tokens,
+        "heads": builtin::HEADS,
+        "kv_heads": kv_heads,
+        "head": h,
+        "kv_head": g,
+        "head_dim": builtin::HEAD_DIM,
+        "scale": set.scale,
+        "scale_label": set.scale_label,
+        "causal": set.causal,
+        "matrix": matrix_json(head_w.view()),
+        "cpu_matrix": matrix_json(head_cpu.view()),
+        "badge": max_diff(head_w.as_slice().unwrap(), head_cpu.as_slice().unwrap()),
+        "svg": heatmap_svg(head_w.view(), &tokens, &tokens, format!("head {h} · “{}”", tokens.join(" "))),
+        "grid_svg": grid.svg(),
+        "grid_badges": grid_badges,
+        "q": matrix_json(q.slice(s![0, h, .., ..])),
+        "k": matrix_json(k.slice(s![0, g, .., ..])),
+        "steps": {
+            "qk": qk.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+            "scaled": scaled.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+            "masked": masked,
+            "softmax": matrix_json(head_w.view()),
+            "out": matrix_json(out_head.view()),
+            "out_badge": max_diff(
+                shown.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap(),
+                cpu.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap()),
+        },
+    });
+
+    let layer = weights_of_layer()?;
+    let layer_gpu = match &ctx {
+        Some(ctx) => Some(MhaGpuWeights::upload(ctx, &layer).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let cross_text = req["cross"].as_str().unwrap_or("").trim();
+    if !cross_text.is_empty() {
+        let source = tokens_of(cross_text, "cross sentence")?;
+        let x2 = builtin::embed(&source);
+        let mopts = MhaOptions {
+            weights: HeadWeights::PerHead,
+            ..Default::default()
+        };
+        let cpu = mha_cpu(&layer, x.view(), Some(x2.view()), &mopts).map_err(|e| e.to_string())?;
+        let shown = match (&ctx, &layer_gpu) {
+            (Some(ctx), Some(up)) => mha_async(ctx, up, x.view(), Some(x2.view()), &mopts)
+                .await
+                .map_err(|e| e.to_string())?,
+            _ => cpu.clone(),
+        };
+        let (m, mc) = (per_head(&shown.weights, h)?, per_head(&cpu.weights, h)?);
+        result["cross"] = json!({
+            "tokens": source,
+            "matrix": matrix_json(m.view()),
+            "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
+            "svg": heatmap_svg(m.view(), &tokens, &source,
+                format!("cross-attention, head {h}: queries “{}”, keys and values “{}”", tokens.join(" "), source.join(" "))),
+        });
+    }
+
+    // The sentence through the KV cache: step t adds key t and computes row t.
+    let mopts = MhaOptions {
+        weights: HeadWeights::PerHead,
+        causal: true,
+        ..Default::default()
+    };
+    let cpu = mha_cpu(&layer, x.view(), None, &mopts).map_err(|e| e.to_string())?;
+    let stepped = match (&ctx, &layer_gpu) {
+        (Some(ctx), Some(up)) => mha_incremental_async(ctx, up, x.view(), &mopts)
+            .await
+            .map_err(|e| e.to_string())?,
+        _ => cpu.clone(),
+    };
+    let (m, mc) = (per_head(&stepped.weights, h)?, per_head(&cpu.weights, h)?);
+    result["cache"] = json!({
+        "matrix": matrix_json(m.view()),
+        "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
+    });
+    Ok(result)
+}
+
+/// A sentence through a real model: every layer's and head's attention from the GPU
+/// forward pass, badged against the float64 CPU forward pass of the same page.
+async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
+    let err = |e: ModelError| e.to_string();
+    let tokens = m
+        .model
+        .tokenize(req["sentence"].as_str().unwrap_or(""))
+        .map_err(err)?;
+    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
+    let texts: Vec<String> = tokens.iter().map(|t| t.text.clone()).collect();
+    let cpu = m.model.forward_cpu(&ids, true).map_err(err)?;
+    let (backend, shown) = match (gpu(), &m.gpu) {
+        (Some(ctx), Some(g)) => ("webgpu", g.forward(&ctx, &ids, true).await.map_err(err)?),
+        _ => ("cpu", cpu.clone()),
+    };
+    let att = shown.attention.ok_or("the model returned no attention")?;
+    let att_cpu = cpu.attention.ok_or("the model returned no attention")?;
+    let (layers, heads, _, _) = att.dim();
+    let info = m.model.info();
+    let layer = (req["layer"].as_u64().unwrap_or(0) as usize).min(layers - 1);
+    let head = (req["head"].as_u64().unwrap_or(0) as usize).min(heads - 1);
+    let pick = |a: &ndarray::Array4<f32>, l: usize, h: usize| -> Array2<f32> {
+        a.slice(s![l, h, .., ..]).to_owned()
+    };
+    let (mat, mat_cpu) = (pick(&att, layer, head), pick(&att_cpu, layer, head));
+    let panels: Vec<(String, Array2<f32>)> = (0..layers)
+        .flat_map(|l| (0..heads).map(move |h| (l, h)))
+        .map(|(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
+        .collect();
+    let grid = Grid {
+        title: format!(
+            "every layer × head ({layers} × {heads}; {} query heads per key/value head)",
+            heads / info.kv_heads.max(1)
+        ),
+        panels: panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
+        columns: heads,
+        group: heads / info.kv_heads.max(1),
+        cell: (60.0 / texts.len() as f64).clamp(2.0, 8.0),
+    };
+    let flat = |a: &ndarray::Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
+    Ok(json!({
+        "backend": backend,
+        "model": info.architecture,
+        "tokens": texts,
+        "layers": layers,
+        "layer": layer,
+        "heads": heads,
+        "kv_heads": info.kv_heads,
+        "head": head,
+        "causal": info.causal,
+        "matrix": matrix_json(mat.view()),
+        "cpu_matrix": matrix_json(mat_cpu.view()),
+        "badge": max_diff(mat.as_slice().unwrap_or(&[]), mat_cpu.as_slice().unwrap_or(&[])),
+        "svg": heatmap_svg(mat.view(), &texts, &texts,
+            format!("{} · layer {layer} · head {head} · “{}”", info.architecture, req["sentence"].as_str().unwrap_or(""))),
+        "grid_svg": grid.svg(),
+        "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
+    }))
+}

@@ -1,0 +1,415 @@
+//! `wgpu-attention heatmap`: attention weights drawn as SVG or PNG, one matrix or a grid of
+//! small multiples, from a weights `.npy` (of `run --weights`, `mha --attn-weights` or
+//! `model attention`).
+
+use std::path::{Path, PathBuf};
+
+use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
+use wgpu_attention::viz::{check_probability_rows, Grid, Heatmap};
+
+use super::args::Backend;
+use super::exit::CliError;
+use super::io::output::OutputSet;
+use super::model::{attention_of, ModelArg, TextArg};
+use super::npy;
+use super::raster;
+
+/// Draws attention weights as in the lecture: queries on rows, keys on columns, darker is
+/// more attention, masked cells (weight exactly 0) black and marked −∞.
+///
+/// The weights tensor has rank 2 (Lq, Lk), 3 (heads, Lq, Lk) or 4 (layers or batches,
+/// heads, Lq, Lk); --layer and --head pick one matrix, --grid draws every head of the
+/// chosen layer, or every layer × head when no layer is chosen. The output format
+/// follows the extension of --out: .svg (text stays text) or .png.
+///
+/// The weights come from a .npy file (--weights) or from a model run on a text (--model
+/// and --text: every layer and head of the model's attention, the tokens as labels).
+#[derive(Debug, clap::Args)]
+#[command(verbatim_doc_comment)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["weights", "model"])))]
+pub struct HeatmapArgs {
+    /// The attention weights: float .npy of rank 2 to 4 whose rows are probabilities.
+    #[arg(long, value_name = "W.npy")]
+    pub weights: Option<PathBuf>,
+    /// Draw a model's own attention instead: a model directory, a .gguf file, or
+    /// `minilm` / `smollm2` (fetched by scripts/fetch-models.sh). Needs --text.
+    #[arg(long, value_name = "PATH", requires = "text", conflicts_with_all = ["tokens", "labels", "query_labels"])]
+    pub model: Option<String>,
+    /// The sentence to run the model on.
+    #[arg(
+        long,
+        value_name = "TEXT",
+        requires = "model",
+        allow_hyphen_values = true
+    )]
+    pub text: Option<String>,
+    /// Where the model runs: the GPU kernels or the float64 CPU path.
+    #[arg(long, value_enum, default_value_t = Backend::Gpu, requires = "model")]
+    pub backend: Backend,
+    /// Token labels for the keys (and for the queries when Lq = Lk): a JSON list of strings,
+    /// as `model attention --tokens-out` writes.
+    #[arg(long, value_name = "T.json", conflicts_with = "labels")]
+    pub tokens: Option<PathBuf>,
+    /// Token labels for the keys (and for the queries when Lq = Lk), comma-separated.
+    #[arg(long, value_name = "a,b,c")]
+    pub labels: Option<String>,
+    /// Labels for the queries when they differ from the keys' (cross-attention, decoding),
+    /// comma-separated.
+    #[arg(long, value_name = "a,b,c")]
+    pub query_labels: Option<String>,
+    /// Which layer (or batch) of a rank-4 tensor.
+    #[arg(long, value_name = "L")]
+    pub layer: Option<usize>,
+    /// Which head of a rank-3 or rank-4 tensor.
+    #[arg(long, value_name = "H", conflicts_with = "grid")]
+    pub head: Option<usize>,
+    /// Every head of the layer (or every layer × head) as small multiples.
+    #[arg(long)]
+    pub grid: bool,
+    /// Heads that share one key/value head (grouped-query attention) are boxed together in
+    /// the grid, this many at a time.
+    #[arg(long, value_name = "N", requires = "grid", default_value_t = 1)]
+    pub group: usize,
+    /// Print each cell's weight.
+    #[arg(long, conflicts_with = "grid")]
+    pub values: bool,
+    /// The figure's title; by default it names the layer, the head and the sentence.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Side of a cell in pixels (default 48 with --values, 32 without, 6 in a grid).
+    #[arg(long, value_name = "PX")]
+    pub cell: Option<f64>,
+    /// Where to write the figure: F.svg or F.png.
+    #[arg(long, value_name = "F.svg|F.png")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Svg,
+    Png,
+}
+
+fn format_of(path: &Path) -> Result<Format, CliError> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+    {
+        Some(e) if e == "svg" => Ok(Format::Svg),
+        Some(e) if e == "png" => Ok(Format::Png),
+        other => Err(CliError::input(
+            "--out",
+            format!(
+                "unknown extension {}: use .svg or .png",
+                other.map_or("(none)".to_string(), |e| format!(".{e}"))
+            ),
+        )),
+    }
+}
+
+pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
+    let format = format_of(&args.out)?;
+    // Claimed before any work: an uncreatable path is bad input, and nothing partial
+    // ever appears at it.
+    let mut files = OutputSet::new();
+    let slot = files.claim("--out", &args.out)?;
+    if args.group == 0 {
+        return Err(CliError::input("--group", "must be at least 1"));
+    }
+    if let Some(cell) = args.cell {
+        if !(cell.is_finite() && (2.0..=400.0).contains(&cell)) {
+            return Err(CliError::input(
+                "--cell",
+                format!("{cell} is not between 2 and 400 pixels"),
+            ));
+        }
+    }
+    let (weights, key_labels) = match (&args.weights, &args.model) {
+        (Some(path), _) => (npy::read_floats("--weights", path)?, key_labels(args)?),
+        (None, Some(model)) => {
+            let (probs, tokens) = attention_of(
+                &ModelArg {
+                    model: model.clone(),
+                },
+                &TextArg {
+                    text: args.text.clone().unwrap_or_default(),
+                },
+                args.backend,
+            )?;
+            (probs.into_dyn(), Some(tokens))
+        }
+        (None, None) => return Err(CliError::input("--weights", "give --weights or --model")),
+    };
+    let query_labels = split_labels(args.query_labels.as_deref());
+    let svg = if args.grid {
+        grid_svg(args, &weights)?
+    } else {
+        single_svg(args, &weights, key_labels, query_labels)?
+    };
+    let bytes = match format {
+        Format::Svg => svg.into_bytes(),
+        Format::Png => raster::svg_to_png(&svg).map_err(CliError::runtime)?,
+    };
+    files.write(slot, |w| w.write_all(&bytes))?;
+    files.commit()
+}
+
+fn split_labels(s: Option<&str>) -> Option<Vec<String>> {
+    s.map(|s| s.split(',').map(str::to_string).collect())
+}
+
+fn key_labels(args: &HeatmapArgs) -> Result<Option<Vec<String>>, CliError> {
+    if let Some(s) = &args.labels {
+        return Ok(split_labels(Some(s)));
+    }
+    let Some(path) = &args.tokens else {
+        return Ok(None);
+    };
+    let text = read_small_text("--tokens", path)?;
+    let tokens: Vec<String> = serde_json::from_str(&text).map_err(|e| {
+        CliError::input(
+            "--tokens",
+            format!("{}: not a JSON list of strings: {e}", path.display()),
+        )
+    })?;
+    Ok(Some(tokens))
+}
+
+/// Token files are small; anything past this is not one.
+const MAX_TOKENS_FILE: u64 = 16 << 20;
+
+fn read_small_text(flag: &'static str, path: &Path) -> Result<String, CliError> {
+    let fail = |e: &dyn std::fmt::Display| {
+        CliError::input(flag, format!("cannot read {}: {e}", path.display()))
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(&e))?;
+    if !meta.is_file() {
+        return Err(fail(&"not a regular file"));
+    }
+    if meta.len() > MAX_TOKENS_FILE {
+        return Err(fail(&format!(
+            "{} bytes is too large for a token list",
+            meta.len()
+        )));
+    }
+    std::fs::read_to_string(path).map_err(|e| fail(&e))
+}
+
+/// Picks index `want` of `axis` of `a`, or the only one, or says which flag is missing.
+fn pick(
+    a: ArrayD<f32>,
+    want: Option<usize>,
+    flag: &'static str,
+    what: &str,
+) -> Result<(ArrayD<f32>, usize), CliError> {
+    let n = a.shape()[0];
+    let i = match want {
+        Some(i) if i < n => i,
+        Some(i) => {
+            return Err(CliError::input(
+                flag,
+                format!("{what} {i} is out of range: the weights have {n}"),
+            ))
+        }
+        None if n == 1 => 0,
+        None => {
+            return Err(CliError::input(
+                flag,
+                format!("the weights have {n} {what}s: choose one (or --grid)"),
+            ))
+        }
+    };
+    Ok((a.index_axis(Axis(0), i).to_owned(), i))
+}
+
+fn refuse(flag: &'static str, given: Option<usize>, rank: usize) -> Result<(), CliError> {
+    match given {
+        Some(_) => Err(CliError::input(
+            flag,
+            format!("the weights have rank {rank}: no such axis"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn check_rank(weights: &ArrayD<f32>) -> Result<(), CliError> {
+    let rank = weights.ndim();
+    if !(2..=4).contains(&rank) {
+        return Err(CliError::input(
+            "--weights",
+            format!(
+                "expected rank 2 to 4 (…, Lq, Lk), got shape {:?}",
+                weights.shape()
+            ),
+        ));
+    }
+    if weights.shape().contains(&0) {
+        return Err(CliError::input(
+            "--weights",
+            format!("shape {:?} is empty", weights.shape()),
+        ));
+    }
+    Ok(())
+}
+
+fn as_matrix(a: &ArrayD<f32>) -> ArrayView2<'_, f32> {
+    a.view().into_dimensionality::<Ix2>().expect("rank checked")
+}
+
+fn probability(m: ArrayView2<f32>, place: &str) -> Result<(), CliError> {
+    check_probability_rows(m).map_err(|e| CliError::input("--weights", format!("{place}{e}")))
+}
+
+fn single_svg(
+    args: &HeatmapArgs,
+    weights: &ArrayD<f32>,
+    key_labels: Option<Vec<String>>,
+    query_labels: Option<Vec<String>>,
+) -> Result<String, CliError> {
+    check_rank(weights)?;
+    let rank = weights.ndim();
+    let mut m = weights.clone();
+    let mut names = Vec::new();
+    if rank == 4 {
+        let (rest, l) = pick(m, args.layer, "--layer", "layer")?;
+        m = rest;
+        names.push(format!("layer {l}"));
+    } else {
+        refuse("--layer", args.layer, rank)?;
+    }
+    if rank >= 3 {
+        let (rest, h) = pick(m, args.head, "--head", "head")?;
+        m = rest;
+        names.push(format!("head {h}"));
+    } else {
+        refuse("--head", args.head, rank)?;
+    }
+    let matrix = as_matrix(&m);
+    probability(matrix, &place(&names))?;
+    let (lq, lk) = matrix.dim();
+    let keys = key_labels.unwrap_or_default();
+    if !keys.is_empty() && keys.len() != lk {
+        let flag = if args.tokens.is_some() {
+            "--tokens"
+        } else {
+            "--labels"
+        };
+        return Err(CliError::input(
+            flag,
+            format!("{} labels for {lk} keys", keys.len()),
+        ));
+    }
+    let queries = match query_labels {
+        Some(q) if q.len() != lq => {
+            return Err(CliError::input(
+                "--query-labels",
+                format!("{} labels for {lq} queries", q.len()),
+            ))
+        }
+        Some(q) => q,
+        None if keys.is_empty() || lq == lk => keys.clone(),
+        None => {
+            let flag = if args.tokens.is_some() {
+                "--tokens"
+            } else {
+                "--labels"
+            };
+            return Err(CliError::input(
+                flag,
+                format!("{lq} queries but {lk} keys: give the queries' labels with --query-labels"),
+            ));
+        }
+    };
+    let mut h = Heatmap::new(matrix);
+    h.title = args.title.clone().unwrap_or_else(|| match &args.text {
+        // A model's run: name the sentence as typed, not its word pieces.
+        Some(text) => format!("{} · “{text}”", names.join(" · ")),
+        None => default_title(&names, &keys),
+    });
+    h.row_labels = queries;
+    h.col_labels = keys;
+    h.values = args.values;
+    h.cell = args.cell.unwrap_or(if args.values { 48.0 } else { 32.0 });
+    Ok(h.svg())
+}
+
+fn place(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", names.join(", "))
+    }
+}
+
+fn default_title(names: &[String], keys: &[String]) -> String {
+    let mut parts = names.to_vec();
+    if !keys.is_empty() {
+        parts.push(format!("“{}”", keys.join(" ")));
+    }
+    if parts.is_empty() {
+        "attention weights".to_string()
+    } else {
+        parts.join(" · ")
+    }
+}
+
+fn grid_svg(args: &HeatmapArgs, weights: &ArrayD<f32>) -> Result<String, CliError> {
+    check_rank(weights)?;
+    let rank = weights.ndim();
+    // As (layers, heads, Lq, Lk), with one layer where the tensor has none.
+    let (w4, layer_names): (ArrayD<f32>, Vec<String>) = match rank {
+        2 => {
+            return Err(CliError::input(
+                "--grid",
+                "the weights are one matrix (rank 2): nothing to grid",
+            ))
+        }
+        3 => {
+            refuse("--layer", args.layer, rank)?;
+            (weights.clone().insert_axis(Axis(0)), vec![String::new()])
+        }
+        _ => match args.layer {
+            Some(l) => {
+                let (rest, l) = pick(weights.clone(), Some(l), "--layer", "layer")?;
+                (rest.insert_axis(Axis(0)), vec![format!("L{l} ")])
+            }
+            None => {
+                let n = weights.shape()[0];
+                (weights.clone(), (0..n).map(|l| format!("L{l} ")).collect())
+            }
+        },
+    };
+    let heads = w4.shape()[1];
+    let mut panels = Vec::new();
+    for (l, layer_name) in layer_names.iter().enumerate() {
+        for h in 0..heads {
+            let m = w4
+                .slice(ndarray::s![l, h, .., ..])
+                .into_dimensionality::<Ix2>()
+                .expect("rank checked");
+            probability(m, &format!("{layer_name}head {h}: "))?;
+            panels.push((format!("{layer_name}H{h}"), m));
+        }
+    }
+    let title = args.title.clone().unwrap_or_else(|| {
+        if layer_names.len() == 1 && !layer_names[0].is_empty() {
+            format!(
+                "every head of layer {}",
+                layer_names[0].trim().trim_start_matches('L')
+            )
+        } else if layer_names.len() == 1 {
+            "every head".to_string()
+        } else {
+            format!("every layer × head ({} × {heads})", layer_names.len())
+        }
+    });
+    let grid = Grid {
+        title,
+        panels,
+        columns: heads,
+        group: args.group,
+        cell: args.cell.unwrap_or(6.0),
+    };
+    Ok(grid.svg())
+}

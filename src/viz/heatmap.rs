@@ -1,0 +1,293 @@
+//! One attention matrix as an SVG figure.
+
+use std::fmt::Write;
+
+use ndarray::ArrayView2;
+
+use super::colormap::{ColorScale, MASKED_RGB};
+use super::svg::{escape, text_width, FONT_FAMILY};
+
+const LABEL_FONT: f64 = 14.0;
+const VALUE_FONT: f64 = 11.0;
+const TITLE_FONT: f64 = 16.0;
+const PAD: f64 = 12.0;
+const LEGEND_GAP: f64 = 28.0;
+const LEGEND_BAR: f64 = 18.0;
+const LEGEND_STEPS: usize = 64;
+
+/// Where one cell lies in the figure, in SVG user units (pixels at scale 1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CellRect {
+    pub x: f64,
+    pub y: f64,
+    pub size: f64,
+}
+
+/// A matrix of attention weights with its labels: rows are queries, columns keys.
+#[derive(Debug, Clone)]
+pub struct Heatmap<'a> {
+    pub weights: ArrayView2<'a, f32>,
+    /// One per row (query); empty means row numbers.
+    pub row_labels: Vec<String>,
+    /// One per column (key); empty means column numbers.
+    pub col_labels: Vec<String>,
+    pub title: String,
+    /// Print each cell's weight (two decimals), and −∞ on masked cells.
+    pub values: bool,
+    /// Side of a cell in pixels.
+    pub cell: f64,
+}
+
+impl<'a> Heatmap<'a> {
+    /// A figure of `weights` with numbered rows and columns and no title.
+    pub fn new(weights: ArrayView2<'a, f32>) -> Self {
+        Self {
+            weights,
+            row_labels: Vec::new(),
+            col_labels: Vec::new(),
+            title: String::new(),
+            values: false,
+            cell: 36.0,
+        }
+    }
+
+    fn labels(given: &[String], n: usize) -> Vec<String> {
+        if given.is_empty() {
+            (0..n).map(|i| i.to_string()).collect()
+        } else {
+            given.to_vec()
+        }
+    }
+
+    fn row_names(&self) -> Vec<String> {
+        Self::labels(&self.row_labels, self.weights.nrows())
+    }
+
+    fn col_names(&self) -> Vec<String> {
+        Self::labels(&self.col_labels, self.weights.ncols())
+    }
+
+    /// Left edge of the cells: room for the row labels and the "queries" caption.
+    fn grid_x(&self) -> f64 {
+        let widest = self
+            .row_names()
+            .iter()
+            .map(|l| text_width(l, LABEL_FONT))
+            .fold(0.0, f64::max);
+        PAD + LABEL_FONT * 1.5 + widest + 8.0
+    }
+
+    /// Top edge of the cells: room for the title, the "keys" caption and the column
+    /// labels, which are drawn turned 45 degrees.
+    fn grid_y(&self) -> f64 {
+        let widest = self
+            .col_names()
+            .iter()
+            .map(|l| text_width(l, LABEL_FONT))
+            .fold(0.0, f64::max);
+        PAD + TITLE_FONT * 1.6 + LABEL_FONT * 1.4 + widest * std::f64::consts::FRAC_1_SQRT_2 + 12.0
+    }
+
+    /// The rectangle of cell (`row`, `col`).
+    pub fn cell_rect(&self, row: usize, col: usize) -> CellRect {
+        CellRect {
+            x: self.grid_x() + col as f64 * self.cell,
+            y: self.grid_y() + row as f64 * self.cell,
+            size: self.cell,
+        }
+    }
+
+    /// Width and height of the whole figure.
+    pub fn size(&self) -> (f64, f64) {
+        let grid_w = self.weights.ncols() as f64 * self.cell;
+        let grid_h = self.weights.nrows() as f64 * self.cell;
+        let legend_w = LEGEND_GAP + LEGEND_BAR + 8.0 + text_width("−∞ masked", VALUE_FONT + 1.0);
+        let title_w = text_width(&self.title, TITLE_FONT) + 2.0 * PAD;
+        let width = (self.grid_x() + grid_w + legend_w + PAD).max(title_w);
+        let height = self.grid_y() + grid_h.max(legend_height(grid_h) + 40.0) + PAD;
+        (width.ceil(), height.ceil())
+    }
+
+    /// The figure as a standalone SVG document.
+    pub fn svg(&self) -> String {
+        let scale = ColorScale::new();
+        let (width, height) = self.size();
+        let (gx, gy) = (self.grid_x(), self.grid_y());
+        let (rows, cols) = self.weights.dim();
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="{FONT_FAMILY}">"#
+        );
+        let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+        if !self.title.is_empty() {
+            let _ = writeln!(
+                s,
+                r#"<text x="{PAD}" y="{:.1}" font-size="{TITLE_FONT}" font-weight="bold">{}</text>"#,
+                PAD + TITLE_FONT,
+                escape(&self.title)
+            );
+        }
+        // Axis captions: keys across the top, queries down the left.
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" font-size="{LABEL_FONT}" fill="#555">keys →</text>"##,
+            gx,
+            PAD + TITLE_FONT * 1.6 + LABEL_FONT
+        );
+        let _ = writeln!(
+            s,
+            r##"<text transform="translate({:.1},{:.1}) rotate(90)" font-size="{LABEL_FONT}" fill="#555">queries →</text>"##,
+            PAD + 2.0,
+            gy
+        );
+        for (j, label) in self.col_names().iter().enumerate() {
+            let x = gx + (j as f64 + 0.5) * self.cell;
+            let _ = writeln!(
+                s,
+                r#"<text transform="translate({x:.1},{:.1}) rotate(-45)" font-size="{LABEL_FONT}">{}</text>"#,
+                gy - 6.0,
+                escape(label)
+            );
+        }
+        for (i, label) in self.row_names().iter().enumerate() {
+            let y = gy + (i as f64 + 0.5) * self.cell + LABEL_FONT * 0.35;
+            let _ = writeln!(
+                s,
+                r#"<text x="{:.1}" y="{y:.1}" font-size="{LABEL_FONT}" text-anchor="end">{}</text>"#,
+                gx - 8.0,
+                escape(label)
+            );
+        }
+        for i in 0..rows {
+            for j in 0..cols {
+                let w = self.weights[[i, j]];
+                let rgb = if w == 0.0 { MASKED_RGB } else { scale.rgb(w) };
+                let r = self.cell_rect(i, j);
+                let _ = writeln!(
+                    s,
+                    r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} → {}: {}</title></rect>"#,
+                    r.x,
+                    r.y,
+                    r.size,
+                    r.size,
+                    ColorScale::hex(rgb),
+                    escape(&self.row_names()[i]),
+                    escape(&self.col_names()[j]),
+                    if w == 0.0 {
+                        "masked (−∞)".to_string()
+                    } else {
+                        format!("{w:.4}")
+                    }
+                );
+                if self.values {
+                    let text = if w == 0.0 {
+                        "−∞".to_string()
+                    } else {
+                        format!("{w:.2}")
+                    };
+                    let fill = if ColorScale::wants_light_text(rgb) {
+                        "white"
+                    } else {
+                        "black"
+                    };
+                    let _ = writeln!(
+                        s,
+                        r#"<text x="{:.1}" y="{:.1}" font-size="{VALUE_FONT}" text-anchor="middle" fill="{fill}">{text}</text>"#,
+                        r.x + r.size / 2.0,
+                        r.y + r.size * 0.72
+                    );
+                }
+            }
+        }
+        legend(
+            &mut s,
+            &scale,
+            gx + cols as f64 * self.cell + LEGEND_GAP,
+            gy,
+            rows as f64 * self.cell,
+        );
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+fn legend_height(grid_h: f64) -> f64 {
+    grid_h.clamp(120.0, 260.0)
+}
+
+/// A vertical colour bar from 1 (top) to 0, ticks at quarters, and the masked swatch.
+pub(crate) fn legend(s: &mut String, scale: &ColorScale, x: f64, y: f64, grid_h: f64) {
+    let h = legend_height(grid_h);
+    let step = h / LEGEND_STEPS as f64;
+    for n in 0..LEGEND_STEPS {
+        let w = 1.0 - (n as f32 + 0.5) / LEGEND_STEPS as f32;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x:.1}" y="{:.2}" width="{LEGEND_BAR}" height="{:.2}" fill="{}"/>"#,
+            y + n as f64 * step,
+            step + 0.3,
+            ColorScale::hex(scale.rgb(w))
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x:.1}" y="{y:.1}" width="{LEGEND_BAR}" height="{h:.1}" fill="none" stroke="#888"/>"##
+    );
+    for q in 0..=4 {
+        let v = 1.0 - q as f64 / 4.0;
+        let ty = y + q as f64 / 4.0 * h + VALUE_FONT * 0.35;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{ty:.1}" font-size="{VALUE_FONT}">{v:.2}</text>"#,
+            x + LEGEND_BAR + 5.0
+        );
+    }
+    let my = y + h + 14.0;
+    let _ = writeln!(
+        s,
+        r#"<rect x="{x:.1}" y="{my:.1}" width="{LEGEND_BAR}" height="{LEGEND_BAR}" fill="black"/>"#
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{:.1}" y="{:.1}" font-size="{VALUE_FONT}">−∞ masked</text>"#,
+        x + LEGEND_BAR + 5.0,
+        my + LEGEND_BAR * 0.7
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    #[test]
+    fn the_svg_carries_labels_values_masked_cells_and_escaped_text() {
+        let w = array![[1.0f32, 0.0], [0.4, 0.6]];
+        let mut h = Heatmap::new(w.view());
+        h.row_labels = vec!["I".into(), "<love>".into()];
+        h.col_labels = vec!["I".into(), "<love>".into()];
+        h.title = "causal & small".into();
+        h.values = true;
+        let svg = h.svg();
+        assert!(svg.contains("&lt;love&gt;") && !svg.contains("<love>"));
+        assert!(svg.contains("causal &amp; small"));
+        assert!(svg.contains(">0.40<") && svg.contains(">0.60<") && svg.contains(">1.00<"));
+        assert!(
+            svg.contains(r##"fill="#000000""##),
+            "the masked cell is black"
+        );
+        assert!(svg.contains(">−∞<"));
+    }
+
+    #[test]
+    fn cells_do_not_overlap_the_labels_and_fit_in_the_figure() {
+        let w = ndarray::Array2::<f32>::from_elem((3, 5), 0.2);
+        let mut h = Heatmap::new(w.view());
+        h.row_labels = vec!["고양이가".into(), "b".into(), "c".into()];
+        let (width, height) = h.size();
+        let last = h.cell_rect(2, 4);
+        assert!(last.x + last.size < width && last.y + last.size < height);
+        assert!(h.cell_rect(0, 0).x > super::text_width("고양이가", LABEL_FONT));
+    }
+}

@@ -1,0 +1,21 @@
+//! Pictures of attention weights, drawn as in the lecture the project grew from: queries on
+//! rows, keys on columns, darker is more attention, the weight printed in each cell, and
+//! masked cells (weight exactly 0) black and marked −∞.
+//!
+//! [`Heatmap::svg`] writes one matrix as SVG with real text (any script renders, and the
+//! figure scales for papers); [`Grid::svg`] writes many matrices as small multiples (every
+//! head of a layer, or every layer × head: the model view). Both are plain strings, so the
+//! same code serves the command line (which also rasterises them to PNG) and a web page.
+//! [`ColorScale`] maps a weight to a colour and a colour back to a weight, which is how
+//! tests read a rendered picture back.
+
+mod colormap;
+mod grid;
+mod heatmap;
+mod probability;
+mod svg;
+
+pub use colormap::{ColorScale, MASKED_RGB};
+pub use grid::Grid;
+pub use heatmap::{CellRect, Heatmap};
+pub use probability::check_probability_rows;
