@@ -238,7 +238,7 @@ async function pickModel(index) {
     await new Promise((ok) => setTimeout(ok, 0));
     const info = JSON.parse(m.kind === "bert" ? load_bert(...files) : load_llama(files[0]));
     const t2 = performance.now();
-    status.dataset.load = JSON.stringify({ mb, fetch_ms: t1 - t0, load_ms: t2 - t1 });
+    status.dataset.load = JSON.stringify({ mb, fetch_ms: t1 - t0, load_ms: t2 - t1, read_ms: info.read_ms, upload_ms: info.upload_ms });
     $("generate").disabled = !info.causal;
     $("causal").checked = info.causal;
   } catch (e) {
