@@ -137,7 +137,11 @@ fn main() -> Result<(), AttentionError> {
     rx.recv()
         .map_err(|e| AttentionError::Device(e.to_string()))?
         .map_err(|e| AttentionError::Device(e.to_string()))?;
-    let got: Vec<f32> = bytemuck::cast_slice(&slice.get_mapped_range()).to_vec();
+    let mapped = slice
+        .get_mapped_range()
+        .map_err(|e| AttentionError::Device(e.to_string()))?;
+    let got: Vec<f32> = bytemuck::cast_slice(&mapped[..]).to_vec();
+    drop(mapped);
     readback.unmap();
 
     let want = attention_cpu(x.view(), x.view(), x.view(), &opts)?.out + &x;
