@@ -214,7 +214,7 @@ fn check_buffers(p: &Problem, b: &AttentionBuffers<'_>) -> Result<()> {
     );
     all.extend(b.lse.map(|l| ("lse", l, vec![bs, hq, lq], storage)));
     for (arg, buffer, shape, usage) in &all {
-        check_buffer(*arg, buffer, shape, *usage)?;
+        check_buffer(arg, buffer, shape, *usage)?;
     }
     let read = [("q", b.q), ("k", b.k), ("v", b.v)];
     let mut written = vec![("out", b.out)];
