@@ -40,7 +40,7 @@ impl GpuOutputs {
 }
 
 /// How the kernels read q, k and v for `precision`.
-fn elem_of(precision: Precision) -> Elem {
+pub(crate) fn elem_of(precision: Precision) -> Elem {
     match precision {
         Precision::F32 => Elem::F32,
         Precision::F16 => Elem::F16,
@@ -188,6 +188,14 @@ fn check_no_alias(
         written.extend(outputs.lse.as_ref().map(|t| ("lse", t.buffer())));
     }
     let read = [("q", q.buffer()), ("k", k.buffer()), ("v", v.buffer())];
+    check_buffer_aliases(&read, &written)
+}
+
+/// Rejects a `written` buffer that is also read, or written twice, naming it.
+pub(crate) fn check_buffer_aliases(
+    read: &[(&'static str, &wgpu::Buffer)],
+    written: &[(&'static str, &wgpu::Buffer)],
+) -> Result<()> {
     for (n, &(arg, buffer)) in written.iter().enumerate() {
         let others = read.iter().chain(&written[n + 1..]);
         if let Some((other, _)) = others.into_iter().find(|(_, b)| *b == buffer) {

@@ -34,7 +34,10 @@
 //! [`attention`] (blocking, native) and [`attention_async`] take ndarray views and return
 //! arrays; [`attention_gpu_async`] keeps [`GpuTensor`]s on the device. [`attention_cpu`]
 //! is the reference. A [`GpuContext`] comes from the best adapter ([`GpuContext::new`])
-//! or from an application's own device ([`GpuContext::from_device`]).
+//! or from an application's own device ([`GpuContext::from_device`]). To record attention
+//! into the application's own command encoder, between its own passes and on its own
+//! buffers, prepare it once with [`PreparedAttention::new`] and call
+//! [`PreparedAttention::record`] with [`AttentionBuffers`] (`examples/own_encoder.rs`).
 //!
 //! Multi-head attention with projections and a KV cache, as PyTorch's
 //! `nn.MultiheadAttention`: [`mha`], [`mha_async`], [`mha_cpu`] and [`KvCache`], with
@@ -50,6 +53,7 @@ mod mha;
 pub mod model;
 mod options;
 mod output;
+mod prepared;
 mod problem;
 mod reference;
 pub mod viz;
@@ -74,6 +78,7 @@ pub use mha::{
 };
 pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
+pub use prepared::{AttentionBuffers, PreparedAttention};
 #[doc(hidden)]
 pub use problem::validate_calls_for_tests;
 pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};

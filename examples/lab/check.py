@@ -9,16 +9,23 @@ checks what the page shows against an independent float64 computation:
 - switching causal on makes the upper triangle exactly 0 and draws −∞ cells;
 - cross-attention and the KV-cache panel agree with the CPU path (their badges);
 - the page made no request outside 127.0.0.1;
-- with LAB_MODELS=1 and the fetched MiniLM served: every layer and head of "The cat sat on the
-  mat" equals the numpy float64 forward pass of tests/fixtures/models/bert within
-  2e-4 + 1e-3·|ref|, and its tokens include [CLS] and [SEP].
+- with the fetched MiniLM served (serve.sh links scripts/fetch-models.sh's files): the
+  page loads it, and layers and heads of "The cat sat on the mat" equal the numpy float64
+  forward pass of tests/fixtures/models/bert within 2e-4 + 1e-3·|ref|, the page's badge
+  (GPU against the CPU pass computed in the page) is below 2e-4 for every layer and head,
+  its tokens run [CLS] ... [SEP], and clicking "cat" draws bars equal to its row;
+- with LAB_SMOLLM2=1 and SmolLM2 served: its attention on "I love AI !" equals the numpy
+  fixture of tests/fixtures/models/llama, the upper triangle is 0, and greedy generation
+  after "The capital of France is" streams numpy's greedy tokens one at a time, the KV
+  cache growing by one position per token.
 
 Screenshots go to OUT_DIR (default: the current directory).
 
     python3 examples/lab/check.py [OUT_DIR]
 
 Env: CHROMEDRIVER (default /usr/bin/chromedriver), WEBGPU=0 to launch without WebGPU
-(the page must then say so and run the CPU path).
+(the page must then say so and run the CPU path), LAB_MODELS=0 to skip the real models,
+LAB_SMOLLM2=1 to check SmolLM2 too. On failure the browser's console is printed.
 """
 
 import ast
@@ -31,6 +38,7 @@ import struct
 import subprocess
 import sys
 import time
+import urllib.error
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("webcheck", os.path.join(HERE, "..", "web", "check.py"))
@@ -48,8 +56,15 @@ class Page:
     def wait_done(self, what, timeout=180):
         deadline = time.time() + timeout
         while time.time() < deadline:
-            state, text = self.js("const e = document.getElementById('status');"
-                                  "return [e.dataset.status, e.textContent];")
+            try:
+                state, text = self.js("const e = document.getElementById('status');"
+                                      "return [e.dataset.status, e.textContent];")
+            except urllib.error.HTTPError as e:
+                # The page's thread is busy in a long synchronous wasm call (a model's
+                # load): the script times out; ask again.
+                print(f"{what}: page busy ({e.code}: {e.read()[:200]!r}), waiting")
+                time.sleep(1)
+                continue
             if state == "done":
                 return text
             if state == "error":
@@ -72,6 +87,17 @@ class Page:
         with open(path, "wb") as f:
             f.write(base64.b64decode(web.call(self.base, "GET", self.s + "/screenshot")))
         print(f"screenshot: {path}")
+
+
+def print_console(page):
+    """The browser console so far (wasm panics land there), for a failing check."""
+    try:
+        entries = web.call(page.base, "POST", page.s + "/se/log", {"type": "browser"})
+    except OSError as e:
+        print(f"(no browser log: {e})")
+        return
+    for e in entries or []:
+        print(f"console {e.get('level')}: {e.get('message')}")
 
 
 def softmax_rows(q, k, scale, causal):
@@ -116,38 +142,92 @@ def read_npy_f32(path):
     return header["shape"], list(struct.unpack(f"<{n}f", body[:4 * n]))
 
 
-def check_minilm(page, out_dir):
-    ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
-    shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
-    layers, heads, l, _ = shape
-    web.call(page.base, "POST", page.s + "/url", {"url": page.url + "?models"})
-    page.wait_done("reload with models")
-    page.js("const m = document.getElementById('model'); m.value = 'minilm';"
-            "document.getElementById('sentence').value = 'The cat sat on the mat';"
+def load_model(page, name, sentence):
+    """Picks a served real model in the page's model picker; returns the load timings."""
+    t0 = time.time()
+    page.js("const m = document.getElementById('model'); m.value = arguments[0];"
+            "document.getElementById('sentence').value = arguments[1];"
             "document.getElementById('status').dataset.status = 'running';"
-            "m.dispatchEvent(new Event('change'));")
-    print("MiniLM:", page.wait_done("MiniLM load", timeout=600))
+            "m.dispatchEvent(new Event('change'));", name, sentence)
+    text = page.wait_done(f"{name} load", timeout=600)
+    load = json.loads(page.js("return document.getElementById('status').dataset.load;"))
+    print(f"{name}: {load['mb']:.0f} MB fetched in {load['fetch_ms'] / 1e3:.1f} s, read in "
+          f"{load['read_ms'] / 1e3:.1f} s, uploaded in {load['upload_ms'] / 1e3:.1f} s; "
+          f"first pass (GPU and the page's CPU reference): {text} ({time.time() - t0:.1f} s in all)")
+
+
+def check_rows(page, what, ref, shape, picks, tol):
+    """The page's matrix for each (layer, head) in `picks` against a float64 fixture
+    `ref` of `shape` (layers, heads, L, L), and the page's own GPU-vs-CPU badge."""
+    layers, heads, l, _ = shape
     worst = 0.0
-    for layer, head in [(0, 0), (2, 5), (layers - 1, heads - 1)]:
+    for layer, head in picks:
         page.js("document.getElementById('layer').value = arguments[0];"
                 "document.getElementById('head').value = arguments[1];", str(layer), str(head))
-        page.recompute(f"MiniLM layer {layer} head {head}")
+        page.recompute(f"{what} layer {layer} head {head}")
         r = page.js("return window.labResult;")
-        assert r["tokens"][0] == "[CLS]" and r["tokens"][-1] == "[SEP]", r["tokens"]
         assert (r["layer"], r["head"]) == (layer, head), (r["layer"], r["head"])
-        m = r["matrix"]
-        assert len(m) == l, f"{len(m)} tokens, the reference has {l}"
+        m = json.loads(page.js("return document.getElementById('heatmap').dataset.matrix;"))
+        assert len(m) == l, f"{what}: {len(m)} tokens, the reference has {l}"
         for i in range(l):
             for j in range(l):
                 want = ref[((layer * heads + head) * l + i) * l + j]
                 err = abs(m[i][j] - want)
-                assert err <= 2e-4 + 1e-3 * abs(want), f"L{layer} H{head} ({i},{j}): {m[i][j]} vs {want}"
+                assert err <= tol + 1e-3 * abs(want), f"{what} L{layer} H{head} ({i},{j}): {m[i][j]} vs {want}"
                 worst = max(worst, err)
-        assert r["badge"] < 2e-4, f"GPU vs CPU badge {r['badge']}"
+        badge = float(page.js("return document.getElementById('badge').dataset.diff;"))
+        assert badge < 2e-4, f"{what}: GPU vs the page's CPU pass, badge {badge}"
     grid = float(page.js("return document.getElementById('gridbadge').dataset.diff;"))
-    assert grid < 2e-4, f"every layer x head vs the page's CPU pass: {grid}"
-    print(f"MiniLM: layers and heads within {worst:.1e} of numpy float64; all heads vs CPU {grid:.1e}")
+    assert grid < 2e-4, f"{what}: every layer x head vs the page's CPU pass: {grid}"
+    print(f"{what}: {len(picks)} layer/head matrices within {worst:.1e} of numpy float64; "
+          f"every layer x head within {grid:.1e} of the page's CPU pass")
+    return r, m
+
+
+def check_minilm(page, out_dir):
+    ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
+    shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
+    layers, heads, _, _ = shape
+    load_model(page, "minilm", "The cat sat on the mat")
+    picks = [(0, 0), (2, 5), (layers - 1, heads - 1)]
+    r, m = check_rows(page, "MiniLM", ref, shape, picks, 2e-4)
+    assert r["tokens"][0] == "[CLS]" and r["tokens"][-1] == "[SEP]", r["tokens"]
+    assert r["tokens"][2] == "cat", r["tokens"]
+    page.click('#strip button[data-index="2"]')
+    bars = json.loads(page.js("return document.getElementById('bars').dataset.weights;"))
+    assert bars == m[2], "MiniLM: the bars of 'cat' are not its row"
+    print("MiniLM: clicked 'cat': bars equal row 2")
     page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
+
+
+def check_smollm2(page, out_dir):
+    ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "llama")
+    shape, ref = read_npy_f32(os.path.join(ref_dir, "attention_i_love_ai.npy"))
+    layers, heads, _, _ = shape
+    load_model(page, "smollm2", "I love AI !")
+    r, m = check_rows(page, "SmolLM2", ref, shape, [(0, 0), (layers - 1, heads - 1)], 2e-4)
+    upper = [m[i][j] for i in range(len(m)) for j in range(i + 1, len(m))]
+    assert all(x == 0.0 for x in upper), f"SmolLM2: upper triangle not 0: {upper}"
+    print("SmolLM2: causal, the upper triangle is exactly 0")
+    capital = json.load(open(os.path.join(ref_dir, "next_capital.json")))
+    page.js("document.getElementById('sentence').value = 'The capital of France is';"
+            "document.getElementById('status').dataset.status = 'running';")
+    t0 = time.time()
+    page.click("#generate")
+    page.wait_done("SmolLM2 generation", timeout=600)
+    seconds = time.time() - t0
+    text = page.js("return document.getElementById('genout').textContent;")
+    cached = page.js("return [...document.querySelectorAll('#gencache .bar')]"
+                     ".map(b => Number(b.dataset.cached));")
+    n = len(cached)
+    prompt = len(capital["prompt"])
+    assert cached == list(range(prompt, prompt + n)), f"cache sizes {cached}"
+    want = "The capital of France is" + capital["greedy8_text"]
+    assert text.startswith(want[:len(text)]) or text.startswith(want), \
+        f"SmolLM2 generated {text!r}; numpy's greedy tokens give {want!r}"
+    print(f"SmolLM2: {n} tokens in {seconds:.1f} s, one at a time, the KV cache growing "
+          f"{cached[0]}..{cached[-1]}; {text!r}")
+    page.screenshot(os.path.join(out_dir, "lab-smollm2.png"))
 
 
 def main():
@@ -174,7 +254,8 @@ def main():
                 break
             except OSError:
                 time.sleep(0.1)
-        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args}}}}
+        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args},
+                                                 "goog:loggingPrefs": {"browser": "ALL"}}}}
         session = web.call(base, "POST", "/session", caps)["sessionId"]
         page = Page(base, session)
         page.url = url
@@ -218,15 +299,21 @@ def main():
 
             served = json.loads(open(os.path.join(HERE, "models", "index.json")).read()) \
                 if os.path.exists(os.path.join(HERE, "models", "index.json")) else []
-            if os.environ.get("LAB_MODELS") == "1" and any(m["name"] == "minilm" for m in served):
+            names = [m["name"] for m in served]
+            if "minilm" in names and os.environ.get("LAB_MODELS", "1") != "0":
                 check_minilm(page, out_dir)
             else:
-                print("checked the built-in model (LAB_MODELS=1 with the fetched MiniLM also checks it)")
+                print("checked the built-in model (with scripts/fetch-models.sh's MiniLM served, also MiniLM)")
+            if "smollm2" in names and os.environ.get("LAB_SMOLLM2") == "1":
+                check_smollm2(page, out_dir)
 
             urls = page.js("return performance.getEntriesByType('resource').map(e => e.name);")
             outside = [u for u in urls if not u.startswith("http://127.0.0.1:")]
             assert not outside, f"requests outside 127.0.0.1: {outside}"
             print(f"{len(urls)} requests, all to 127.0.0.1")
+        except (AssertionError, SystemExit):
+            print_console(page)
+            raise
         finally:
             web.call(base, "DELETE", page.s)
     finally:

@@ -203,14 +203,8 @@ function schedule() {
 window.labRecompute = schedule;
 
 // Real models the local server offers (serve.sh links the fetched ones in).
-// Offered only with ?models in the address: loading a real model in the browser is
-// still experimental (MiniLM's load does not finish on SwiftShader yet).
 async function offerModels() {
   let index = [];
-  if (!new URLSearchParams(location.search).has("models")) {
-    $("modelnote").textContent = "";
-    return index;
-  }
   try {
     const r = await fetch("models/index.json");
     if (r.ok) index = await r.json();
@@ -226,25 +220,31 @@ async function bytes(path) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+// Runs inside the `busy` chain (the model picker's change handler queues it), so it
+// recomputes directly: queueing on `busy` from inside it would wait for itself.
 async function pickModel(index) {
   const name = $("model").value;
   pinned = null;
   $("generate").disabled = true;
-  if (name === "builtin") return schedule();
+  if (name === "builtin") return recompute();
   const m = index.find((x) => x.name === name);
   setStatus("loading", `loading ${m.label}…`);
   try {
+    const t0 = performance.now();
     const files = await Promise.all(m.files.map((f) => bytes(f)));
     const mb = files.reduce((n, f) => n + f.length, 0) / 1e6;
+    const t1 = performance.now();
     setStatus("loading", `loading ${m.label}: ${mb.toFixed(0)} MB fetched, reading the weights…`);
     await new Promise((ok) => setTimeout(ok, 0));
     const info = JSON.parse(m.kind === "bert" ? load_bert(...files) : load_llama(files[0]));
+    const t2 = performance.now();
+    status.dataset.load = JSON.stringify({ mb, fetch_ms: t1 - t0, load_ms: t2 - t1, read_ms: info.read_ms, upload_ms: info.upload_ms });
     $("generate").disabled = !info.causal;
     $("causal").checked = info.causal;
   } catch (e) {
     return setStatus("error", `error: ${e}`);
   }
-  return schedule();
+  return recompute();
 }
 
 async function runGeneration() {
@@ -258,6 +258,7 @@ async function runGeneration() {
       out.textContent += text;
       const row = document.createElement("div");
       row.className = "bar";
+      row.dataset.cached = String(cached);
       row.innerHTML = `<span class="label"></span><span class="fill"></span><span class="v"></span>`;
       row.querySelector(".label").textContent = JSON.stringify(text);
       row.querySelector(".fill").style.width = `${Math.min(30, cached * 0.4).toFixed(1)}rem`;

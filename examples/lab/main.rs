@@ -45,12 +45,24 @@ fn loaded() -> Option<Rc<Loaded>> {
     MODEL.with(|m| m.borrow().clone())
 }
 
-fn install(model: Model) -> Result<String, JsValue> {
+#[wasm_bindgen]
+extern "C" {
+    /// The page's clock, in milliseconds.
+    #[wasm_bindgen(js_namespace = performance)]
+    fn now() -> f64;
+}
+
+/// Puts a read model on the GPU (when there is one) and makes it the page's model.
+/// Returns its sizes and how long reading (`read_ms`, measured by the caller) and the
+/// upload took, as JSON.
+fn install(model: Model, read_ms: f64) -> Result<String, JsValue> {
     let err = |e: ModelError| JsValue::from_str(&e.to_string());
+    let t0 = now();
     let gpu = match gpu() {
         Some(ctx) => Some(model.upload(&ctx).map_err(err)?),
         None => None,
     };
+    let upload_ms = now() - t0;
     let info = model.info();
     MODEL.with(|m| *m.borrow_mut() = Some(Rc::new(Loaded { model, gpu })));
     Ok(json!({
@@ -60,6 +72,8 @@ fn install(model: Model) -> Result<String, JsValue> {
         "kv_heads": info.kv_heads,
         "causal": info.causal,
         "max_positions": info.max_positions,
+        "read_ms": read_ms,
+        "upload_ms": upload_ms,
     })
     .to_string())
 }
@@ -72,17 +86,19 @@ pub fn load_bert(
     safetensors: Vec<u8>,
     tokenizer: Vec<u8>,
 ) -> Result<String, JsValue> {
+    let t0 = now();
     let model = BertModel::from_parts(&config, &safetensors, &tokenizer)
         .map_err(|e| JsValue::from_str(&e.to_string()))?;
-    install(Model::Bert(Box::new(model)))
+    install(Model::Bert(Box::new(model)), now() - t0)
 }
 
 /// Loads a llama-family decoder from a GGUF file's bytes. Returns its sizes as JSON.
 #[wasm_bindgen]
 pub fn load_llama(gguf: Vec<u8>) -> Result<String, JsValue> {
+    let t0 = now();
     let model =
         LlamaModel::from_gguf_bytes(&gguf).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    install(Model::Llama(Box::new(model)))
+    install(Model::Llama(Box::new(model)), now() - t0)
 }
 
 #[wasm_bindgen]

@@ -32,6 +32,7 @@ mod model_bert_real;
 mod model_llama;
 mod npy_fuzz;
 mod numerics;
+mod own_encoder;
 mod paths;
 mod properties;
 mod rejected;

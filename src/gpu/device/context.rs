@@ -228,6 +228,12 @@ impl GpuContext {
         }
     }
 
+    /// A value unique to this context, to tell contexts apart: wgpu's own ids may repeat
+    /// across instances, so two devices can compare equal. Holding it keeps it unique.
+    pub(crate) fn identity(&self) -> Arc<OnceLock<String>> {
+        self.lost.clone()
+    }
+
     /// The adapter behind the device.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.info

@@ -28,14 +28,99 @@ pub(crate) struct CallData<'a, 'm> {
     pub kv_lens: Option<&'a [u32]>,
 }
 
-/// A call ready to record: everything that needed the device to decide is decided.
-pub(crate) struct Call<'a, 'm> {
+/// A call's decisions, apart from the buffers it reads: the problem, its route and the
+/// f32 to f16 conversion when the kernels read f16 from f32 inputs. Prepared once, it
+/// records into any encoder as often as asked.
+pub(crate) struct Prepared {
     p: Problem,
     route: Route,
-    inputs: CallInputs<'a>,
-    data: CallData<'a, 'm>,
     /// The f32 to f16 conversion, when the inputs are f32 and the kernels read f16.
     cast: Option<Cast>,
+}
+
+impl Prepared {
+    /// Prepares `p` on `path` (from [`route_table::choose`]) with the kernels reading q,
+    /// k and v as `elem` from inputs stored as `input_elem`: tunes, probes and builds
+    /// what the route needs.
+    ///
+    /// # Errors
+    /// As [`route_table::prepare`].
+    pub(crate) async fn prepare(
+        ctx: &GpuContext,
+        p: Problem,
+        (path, elem): (KernelPath, Elem),
+        input_elem: Elem,
+    ) -> Result<Self> {
+        let cast = if elem == Elem::F16 && input_elem == Elem::F32 {
+            Some(Cast::prepare(ctx).await?)
+        } else {
+            None
+        };
+        let route = route_table::prepare(ctx, &p, path, elem).await?;
+        Ok(Self { p, route, cast })
+    }
+
+    /// The validated problem.
+    pub(crate) fn problem(&self) -> &Problem {
+        &self.p
+    }
+
+    /// Records the call into `encoder` from `inputs` (with the mask and key lengths
+    /// already on the device) into `outputs`: f32 inputs converted when the kernels read
+    /// f16, then the route. Returns the device bytes allocated beyond inputs and outputs.
+    ///
+    /// # Errors
+    /// As [`Route::record`], and device errors of the conversion.
+    pub(crate) fn record(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        inputs: &CallInputs<'_>,
+        (mask, kv_lens): (Option<&wgpu::Buffer>, Option<&wgpu::Buffer>),
+        outputs: &ForwardOutputs<'_>,
+    ) -> Result<u64> {
+        let p = &self.p;
+        let mut scratch = 0;
+        let converted = match &self.cast {
+            Some(cast) => {
+                let (b, hq, hkv) = (p.batch as u64, p.heads_q as u64, p.heads_kv as u64);
+                let (lq, lk) = (p.len_q as u64, p.len_k as u64);
+                let q = cast.record(ctx, encoder, inputs.q, b * hq * lq * p.dim as u64)?;
+                let k = cast.record(ctx, encoder, inputs.k, b * hkv * lk * p.dim as u64)?;
+                let v = cast.record(ctx, encoder, inputs.v, b * hkv * lk * p.dim_v as u64)?;
+                scratch += q.size() + k.size() + v.size();
+                Some((q, k, v))
+            }
+            None => None,
+        };
+        let (q, k, v) = match &converted {
+            Some((q, k, v)) => (q, k, v),
+            None => (inputs.q, inputs.k, inputs.v),
+        };
+        let inputs = ForwardInputs {
+            q,
+            k,
+            v,
+            mask,
+            kv_lens,
+        };
+        let mut r = Recording {
+            ctx,
+            encoder,
+            p,
+            inputs: &inputs,
+            outputs,
+        };
+        scratch += self.route.record(&mut r)?;
+        Ok(scratch)
+    }
+}
+
+/// A call ready to record: everything that needed the device to decide is decided.
+pub(crate) struct Call<'a, 'm> {
+    prepared: Prepared,
+    inputs: CallInputs<'a>,
+    data: CallData<'a, 'm>,
 }
 
 impl<'a, 'm> Call<'a, 'm> {
@@ -47,79 +132,44 @@ impl<'a, 'm> Call<'a, 'm> {
     pub(crate) async fn prepare(
         ctx: &GpuContext,
         p: Problem,
-        (path, elem): (KernelPath, Elem),
+        run_as: (KernelPath, Elem),
         inputs: CallInputs<'a>,
         data: CallData<'a, 'm>,
     ) -> Result<Self> {
-        let cast = if elem == Elem::F16 && inputs.elem == Elem::F32 {
-            Some(Cast::prepare(ctx).await?)
-        } else {
-            None
-        };
-        let route = route_table::prepare(ctx, &p, path, elem).await?;
+        let prepared = Prepared::prepare(ctx, p, run_as, inputs.elem).await?;
         Ok(Self {
-            p,
-            route,
+            prepared,
             inputs,
             data,
-            cast,
         })
     }
 
     /// The validated problem.
     pub(crate) fn problem(&self) -> &Problem {
-        &self.p
+        self.prepared.problem()
     }
 
-    /// Records the whole call into `encoder`: the mask and key lengths uploaded, f32
-    /// inputs converted when the kernels read f16, then the route. Returns the device
-    /// bytes allocated beyond inputs (q, k, v, mask, key lengths) and outputs.
+    /// Records the whole call into `encoder`: the mask and key lengths uploaded, then
+    /// [`Prepared::record`]. Returns the device bytes allocated beyond inputs (q, k, v,
+    /// mask, key lengths) and outputs.
     ///
     /// # Errors
-    /// As [`Route::record`], and device errors of the uploads and the conversion.
+    /// As [`Prepared::record`], and device errors of the uploads.
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         outputs: &ForwardOutputs<'_>,
     ) -> Result<u64> {
-        let p = &self.p;
         let mask = upload::mask(ctx, self.data.mask)?;
         let kv_lens = upload::kv_lens(ctx, self.data.kv_lens)?;
-        let mut scratch = 0;
-        let converted = match &self.cast {
-            Some(cast) => {
-                let (b, hq, hkv) = (p.batch as u64, p.heads_q as u64, p.heads_kv as u64);
-                let (lq, lk) = (p.len_q as u64, p.len_k as u64);
-                let i = &self.inputs;
-                let q = cast.record(ctx, encoder, i.q, b * hq * lq * p.dim as u64)?;
-                let k = cast.record(ctx, encoder, i.k, b * hkv * lk * p.dim as u64)?;
-                let v = cast.record(ctx, encoder, i.v, b * hkv * lk * p.dim_v as u64)?;
-                scratch += q.size() + k.size() + v.size();
-                Some((q, k, v))
-            }
-            None => None,
-        };
-        let (q, k, v) = match &converted {
-            Some((q, k, v)) => (q, k, v),
-            None => (self.inputs.q, self.inputs.k, self.inputs.v),
-        };
-        let inputs = ForwardInputs {
-            q,
-            k,
-            v,
-            mask: mask.as_ref(),
-            kv_lens: kv_lens.as_ref(),
-        };
-        let mut r = Recording {
+        self.prepared.record(
             ctx,
             encoder,
-            p,
-            inputs: &inputs,
+            &self.inputs,
+            (mask.as_ref(), kv_lens.as_ref()),
             outputs,
-        };
-        scratch += self.route.record(&mut r)?;
-        Ok(scratch)
+        )
     }
 
     /// Records and submits the call inside error scopes. Returns the device bytes it
