@@ -72,7 +72,7 @@ pub use mha::{
     HeadWeights, KvCache, MhaDims, MhaGpuOutputs, MhaGpuWeights, MhaOptions, MhaOutput, MhaWeights,
     Projections,
 };
-pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
+pub use options::{Alignment, AttentionOptions, FusedKernel, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
 #[doc(hidden)]
 pub use problem::validate_calls_for_tests;
