@@ -104,10 +104,12 @@ pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
 ];
 
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
-/// on lavapipe, where every lane's load is its own scalar load: many rows per invocation
-/// (SIMD lanes are rows there, and loads cost more than arithmetic); for decoding q rows
-/// in private memory, V prefetched, and few key ranges (few cores to fill).
-const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7];
+/// on lavapipe, where every lane's load is its own scalar load: the tiled kernel with
+/// row groups on neighbouring invocations (SIMD lanes are rows there, sharing each K and
+/// V read), and the row kernel with many rows per invocation; for decoding q rows in
+/// private memory, V prefetched, and few key ranges (few cores to fill). The tuner
+/// times the first four that fit.
+const FUSED_CPU_FIRST: &[usize] = &[5, 6, 10, 11, 7];
 const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
 
 /// `list` in this adapter's preferred order.
