@@ -16,7 +16,9 @@
 // against bank conflicts.
 //
 // Softmax. Scores are kept in log2 units (log2(e) folded into the scale), so each
-// probability is one exp2. The row maximum of a tile is reduced over the KG invocations
+// probability is one exp2; with an additive mask they stay in natural units (the bias is
+// added exactly, as the reference does, and differences of large logits stay exact) and
+// each difference is scaled by log2(e) before exp2. The row maximum of a tile is reduced over the KG invocations
 // that share the row: with subgroup shuffles where the source enables subgroups and the
 // subgroup holds those invocations at xor distances (checked at run time, for any
 // subgroup size), through workgroup memory otherwise. Row sums stay partial per
@@ -103,8 +105,8 @@ fn reduce_shared(x: vec4<f32>, rg: u32, kg: u32, take_max: bool) -> vec4<f32> {
 // As reduce_shared, with subgroup shuffles; only when the check in main passed.
 SG_FN
 
-// One row's four keys through the masking rule: `s` holds the scaled scores (natural
-// units) of keys key0 + KG c; rows or keys past what exists are not allowed.
+// One row's four keys through the masking rule: `s` holds the scaled scores of keys
+// key0 + KG c (in natural units where the mask is additive); rows or keys past what exists are not allowed.
 fn mask4(live: bool, bh: u32, i: u32, key0: u32, kend: i32, s: vec4<f32>) -> vec4<f32> {
     var x = vec4(neg_inf());
     if live {
@@ -121,7 +123,7 @@ fn mask4(live: bool, bh: u32, i: u32, key0: u32, kend: i32, s: vec4<f32>) -> vec
             x.w = masked_logit(bh, i, key0 + 3u * KG, s.w);
         }
     }
-    return x * LOG2E;
+    return x;
 }
 
 // Writes columns 4 * c4 .. 4 * c4 + 3 of an output row (those below Dv).
@@ -208,7 +210,11 @@ SG_CHECK
     let keys = key_range(tile, ROWS, kv_len);
     let kend = keys.kend;
     let no_mask = params.mask_kind == MASK_NONE;
-    let scale2 = params.scale * LOG2E;
+    // Units of scores and maxima: log2, or natural with an additive mask (see the top).
+    let natural = params.mask_kind == MASK_ADDITIVE;
+    let scale2 = params.scale * select(LOG2E, 1.0, natural);
+    let to_log2 = select(1.0, LOG2E, natural);
+    let to_ln = select(LN2, 1.0, natural);
 
     // This invocation's rows: rg + 16 r.
     let t_0 = t0 + rg;
@@ -310,10 +316,10 @@ SG_CHECK
         } else {
             let i0 = params.row_start;
             let key0 = j0 + kg;
-            s0 = mask4(t_0 < nrows, row0.bh, i0 + row0.lrow, key0, kend, s0 * params.scale);
-            s1 = mask4(t_1 < nrows, row1.bh, i0 + row1.lrow, key0, kend, s1 * params.scale);
-            s2 = mask4(t_2 < nrows, row2.bh, i0 + row2.lrow, key0, kend, s2 * params.scale);
-            s3 = mask4(t_3 < nrows, row3.bh, i0 + row3.lrow, key0, kend, s3 * params.scale);
+            s0 = mask4(t_0 < nrows, row0.bh, i0 + row0.lrow, key0, kend, s0 * scale2);
+            s1 = mask4(t_1 < nrows, row1.bh, i0 + row1.lrow, key0, kend, s1 * scale2);
+            s2 = mask4(t_2 < nrows, row2.bh, i0 + row2.lrow, key0, kend, s2 * scale2);
+            s3 = mask4(t_3 < nrows, row3.bh, i0 + row3.lrow, key0, kend, s3 * scale2);
         }
 
         // A NaN or +inf logit makes its row NaN; it takes no part in the maximum.
@@ -338,11 +344,11 @@ SG_CHECK
         let m_new = max(m_run, tmax);
         // No allowed key yet: nothing to rescale, and every probability is 0.
         let none = bitcast<vec4<u32>>(m_new) == vec4(0xff800000u);
-        let alpha = select(exp2(m_run - m_new), vec4(1.0), none);
-        let p0 = select(exp2(s0 - m_new.x), vec4(0.0), none.x);
-        let p1 = select(exp2(s1 - m_new.y), vec4(0.0), none.y);
-        let p2 = select(exp2(s2 - m_new.z), vec4(0.0), none.z);
-        let p3 = select(exp2(s3 - m_new.w), vec4(0.0), none.w);
+        let alpha = select(exp2((m_run - m_new) * to_log2), vec4(1.0), none);
+        let p0 = select(exp2((s0 - m_new.x) * to_log2), vec4(0.0), none.x);
+        let p1 = select(exp2((s1 - m_new.y) * to_log2), vec4(0.0), none.y);
+        let p2 = select(exp2((s2 - m_new.z) * to_log2), vec4(0.0), none.z);
+        let p3 = select(exp2((s3 - m_new.w) * to_log2), vec4(0.0), none.w);
         l_run = l_run * alpha + vec4(hsum(p0), hsum(p1), hsum(p2), hsum(p3));
         m_run = m_new;
         o_$n = mat4x4(o_$n[0] * alpha.x, o_$n[1] * alpha.y, o_$n[2] * alpha.z, o_$n[3] * alpha.w);
@@ -384,6 +390,8 @@ SG_CHECK
     }
     let badr = bad_all != vec4(0.0);
     let empty = bitcast<vec4<u32>>(m_run) == vec4(0xff800000u);
+    // Maxima in natural units from here on.
+    m_run *= to_ln;
 
     store_row(t_0, row0, nrows, tile.sidx, kg, m_run.x, l_all.x, badr.x, empty.x, $each(o_$n[0]));
     store_row(t_1, row1, nrows, tile.sidx, kg, m_run.y, l_all.y, badr.y, empty.y, $each(o_$n[1]));
@@ -392,7 +400,7 @@ SG_CHECK
 }
 
 // Writes one row's share of this invocation: its output chunks (or partials), and from
-// the row group's first invocation the row's lse (or m and l). m is in log2 units.
+// the row group's first invocation the row's lse (or m and l).
 fn store_row(
     t: u32,
     row: Row,
@@ -414,7 +422,7 @@ fn store_row(
         let pi = prow * split.splits + sidx;
         store4(pi * params.dim_v, $n * KG + kg, o_$n);
         if kg == 0u {
-            dst[split.ml_base + 2u * pi] = select(m * LN2, quiet_nan(), bad);
+            dst[split.ml_base + 2u * pi] = select(m, quiet_nan(), bad);
             dst[split.ml_base + 2u * pi + 1u] = l;
         }
         return;
@@ -425,7 +433,7 @@ fn store_row(
     if kg == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
         var x = quiet_nan();
         if !bad {
-            x = select((m + log2(l)) * LN2, neg_inf(), empty);
+            x = select(m + log(l), neg_inf(), empty);
         }
         lse[row.bh * params.len_q + i - params.lse_base] = x;
     }
