@@ -15,10 +15,9 @@
 // row group (the 4 rows of an invocation). Row strides of Q and K are padded by one vec4
 // against bank conflicts.
 //
-// Softmax. Scores are kept in log2 units (log2(e) folded into the scale), so each
-// probability is one exp2; with an additive mask they stay in natural units (the bias is
-// added exactly, as the reference does, and differences of large logits stay exact) and
-// each difference is scaled by log2(e) before exp2. The row maximum of a tile is reduced over the KG invocations
+// Softmax. Scores stay in natural units, so that an additive bias adds exactly as in the
+// reference, differences of large logits stay exact, and every mask kind gives the same
+// bits; each difference from the row maximum is scaled by log2(e) for one exp2. The row maximum of a tile is reduced over the KG invocations
 // that share the row: with subgroup shuffles where the source enables subgroups and the
 // subgroup holds those invocations at xor distances (checked at run time, for any
 // subgroup size), through workgroup memory otherwise. Row sums stay partial per
@@ -53,7 +52,6 @@ override KG_STRIDE: u32 = select(1u, 16u, ROW_FAST);
 
 const ROWS: u32 = 64u;
 const LOG2E: f32 = 1.4426950408889634;
-const LN2: f32 = 0.6931471805599453;
 
 // vec4s of a V row held in workgroup memory: NV chunks per key group.
 const DV4T: u32 = KG_NV;
@@ -210,11 +208,9 @@ SG_CHECK
     let keys = key_range(tile, ROWS, kv_len);
     let kend = keys.kend;
     let no_mask = params.mask_kind == MASK_NONE;
-    // Units of scores and maxima: log2, or natural with an additive mask (see the top).
-    let natural = params.mask_kind == MASK_ADDITIVE;
-    let scale2 = params.scale * select(LOG2E, 1.0, natural);
-    let to_log2 = select(1.0, LOG2E, natural);
-    let to_ln = select(LN2, 1.0, natural);
+    // Scores and maxima in natural units (see the top); differences go to log2 for exp2.
+    let scale2 = params.scale;
+    let to_log2 = LOG2E;
 
     // This invocation's rows: rg + 16 r.
     let t_0 = t0 + rg;
@@ -390,8 +386,6 @@ SG_CHECK
     }
     let badr = bad_all != vec4(0.0);
     let empty = bitcast<vec4<u32>>(m_run) == vec4(0xff800000u);
-    // Maxima in natural units from here on.
-    m_run *= to_ln;
 
     store_row(t_0, row0, nrows, tile.sidx, kg, m_run.x, l_all.x, badr.x, empty.x, $each(o_$n[0]));
     store_row(t_1, row1, nrows, tile.sidx, kg, m_run.y, l_all.y, badr.y, empty.y, $each(o_$n[1]));
