@@ -76,7 +76,7 @@ pub use mha::{
     HeadWeights, KvCache, MhaDims, MhaGpuOutputs, MhaGpuWeights, MhaOptions, MhaOutput, MhaWeights,
     Projections,
 };
-pub use options::{Alignment, AttentionOptions, KernelPath, Mask, Precision, Window};
+pub use options::{Alignment, AttentionOptions, FusedKernel, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
 pub use prepared::{AttentionBuffers, PreparedAttention};
 #[doc(hidden)]

@@ -73,6 +73,34 @@ pub enum KernelPath {
     Decode,
 }
 
+/// Which kernel serves the fused path (and the fused kernel's share of split-KV), set per
+/// context with [`crate::GpuContext::set_fused_kernel`] or natively with
+/// `WGPU_ATTENTION_KERNEL=rows|tiled|auto` in the environment. Results are the same
+/// either way; only speed differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum FusedKernel {
+    /// The tuner's choice among both kernels (the adapter type's preferred order when
+    /// tuning is off). The default.
+    #[default]
+    Auto,
+    /// `fused.wgsl`: each invocation owns whole query rows.
+    Rows,
+    /// `fused_tiled.wgsl`: GEMM micro-tiles over a 64-row block. Where no tiled
+    /// configuration fits the device (workgroup memory), the row kernel serves.
+    Tiled,
+}
+
+impl FusedKernel {
+    /// The choice named by `WGPU_ATTENTION_KERNEL`, `Auto` when unset or unknown.
+    pub(crate) fn from_env() -> Self {
+        match std::env::var("WGPU_ATTENTION_KERNEL").as_deref() {
+            Ok("rows") => FusedKernel::Rows,
+            Ok("tiled") => FusedKernel::Tiled,
+            _ => FusedKernel::Auto,
+        }
+    }
+}
+
 /// Every option of a call, with the defaults of PyTorch's `scaled_dot_product_attention`.
 ///
 /// ```

@@ -25,6 +25,7 @@ mod errors;
 mod f16;
 mod fixtures_jax;
 mod fused;
+mod fused_tiled;
 mod memory;
 mod mha;
 mod model_bert;

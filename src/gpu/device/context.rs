@@ -2,11 +2,12 @@
 //! best adapter or from an application's own `Device` and `Queue`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::memo::Memo;
+use crate::options::FusedKernel;
 
 /// A wgpu device and queue plus what the kernels need to know about them, and what
 /// calls remember (compiled pipelines, tuned configurations). Cheap to share: `Send + Sync` on native targets, and
@@ -28,6 +29,8 @@ pub struct GpuContext {
     pub(crate) memo: Memo,
     /// Whether kernel candidates are timed (see `set_autotune`).
     autotune: AtomicBool,
+    /// Which fused kernel serves (see `set_fused_kernel`).
+    fused_kernel: Mutex<FusedKernel>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -154,6 +157,7 @@ impl GpuContext {
             wait_timeout: None,
             memo: Memo::default(),
             autotune: AtomicBool::new(std::env::var("WGPU_ATTENTION_TUNE").is_ok_and(|v| v == "1")),
+            fused_kernel: Mutex::new(FusedKernel::from_env()),
         }
     }
 
@@ -194,6 +198,18 @@ impl GpuContext {
     /// Whether kernel candidates are timed.
     pub(crate) fn autotune(&self) -> bool {
         self.autotune.load(Ordering::Relaxed)
+    }
+
+    /// Chooses the kernel of the fused path for calls from now on (natively the default
+    /// comes from `WGPU_ATTENTION_KERNEL`, see [`FusedKernel`]). Tuned choices are kept
+    /// per kernel choice, so switching back and forth costs no retuning.
+    pub fn set_fused_kernel(&self, kernel: FusedKernel) {
+        *self.fused_kernel.lock().unwrap_or_else(|e| e.into_inner()) = kernel;
+    }
+
+    /// The kernel choice of the fused path.
+    pub(crate) fn fused_kernel(&self) -> FusedKernel {
+        *self.fused_kernel.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// True once the device has been lost (or destroyed); every later call fails with

@@ -4,6 +4,8 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::fused_tiled::{self, TiledShape};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -60,18 +62,23 @@ pub(crate) fn vec4s(dim: usize) -> u32 {
 }
 
 /// One set of override constants: invocations per workgroup, rows per invocation, keys
-/// per K/V tile.
+/// per K/V tile; with `tiled`, the kernel is fused_tiled.wgsl in that shape (and `wg`,
+/// `keys` are its invocations and keys per tile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct FusedConfig {
     pub wg: u32,
     pub rows: u32,
     pub keys: u32,
+    pub tiled: Option<TiledShape>,
 }
 
 impl FusedConfig {
     /// Whether this configuration can run `p` on this device: private arrays, workgroup
     /// memory and workgroup size all within bounds.
     pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
+        if let Some(t) = &self.tiled {
+            return t.fits(ctx, p);
+        }
         let (d4, dv4) = (u64::from(vec4s(p.dim)), u64::from(vec4s(p.dim_v)));
         let shared = u64::from(self.keys) * (d4 + dv4) * 16 + 16;
         let l = &ctx.limits;
@@ -88,6 +95,9 @@ impl FusedConfig {
 
     /// The override constants for `p`; `partial` for the first pass of decoding.
     pub(crate) fn constants(&self, p: &Problem, partial: bool) -> Vec<(&'static str, f64)> {
+        if let Some(t) = &self.tiled {
+            return t.constants(p, partial);
+        }
         vec![
             ("WG", f64::from(self.wg)),
             ("ROWS", f64::from(self.rows)),
@@ -100,7 +110,19 @@ impl FusedConfig {
 
     /// Rows one workgroup covers.
     pub(crate) fn tile_rows(&self) -> u64 {
-        u64::from(self.wg) * u64::from(self.rows)
+        match self.tiled {
+            Some(_) => fused_tiled::ROWS,
+            None => u64::from(self.wg) * u64::from(self.rows),
+        }
+    }
+
+    /// The kernel for `p` with q, k and v stored as `elem`.
+    pub(crate) fn spec(&self, ctx: &GpuContext, p: &Problem, elem: Elem) -> &'static KernelSpec {
+        match (&self.tiled, elem) {
+            (Some(t), _) => fused_tiled::spec(t.variant(ctx, p, elem)),
+            (None, Elem::F32) => &SPEC,
+            (None, Elem::F16) => &SPEC_F16,
+        }
     }
 }
 

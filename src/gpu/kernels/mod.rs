@@ -6,6 +6,7 @@ pub(crate) mod decode;
 pub(crate) mod dispatch;
 pub(crate) mod elem;
 pub(crate) mod fused;
+pub(crate) mod fused_tiled;
 pub(crate) mod launch;
 pub(crate) mod linear;
 pub(crate) mod params;

@@ -14,7 +14,7 @@ use crate::gpu::kernels::launch::SplitParams;
 use crate::gpu::kernels::linear::LinearParams;
 use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
-use crate::gpu::kernels::{cast, decode, fused, linear, pv, qk, softmax, source};
+use crate::gpu::kernels::{cast, decode, fused, fused_tiled, linear, pv, qk, softmax, source};
 
 /// Every kernel the library builds.
 const SPECS: &[&KernelSpec] = &[
@@ -47,6 +47,36 @@ fn every_shader_source_has_a_spec() {
 #[test]
 fn bindings_match_the_specs() {
     for spec in SPECS {
+        check_bindings(spec);
+    }
+}
+
+/// The tiled kernel's sources are generated per variant (see `fused_tiled.rs`): each
+/// must parse, validate (f16 and subgroups enabled as the variant needs) and bind as
+/// its spec says.
+#[test]
+fn every_tiled_variant_validates_and_binds_as_specified() {
+    for v in fused_tiled::all_variants() {
+        let spec = fused_tiled::spec(v);
+        check_bindings(spec);
+        let module = parse(spec.name, spec.source);
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(spec.source)));
+        assert_eq!(
+            wgsl_u32(spec.name, spec.source, "ROWS"),
+            fused_tiled::ROWS,
+            "{}: ROWS, WGSL vs Rust",
+            spec.name
+        );
+    }
+}
+
+fn check_bindings(spec: &KernelSpec) {
+    {
         let module = parse(spec.name, spec.source);
         let mut seen = vec![false; spec.bindings.len()];
         for (_, var) in module.global_variables.iter() {

@@ -26,8 +26,17 @@ pub(crate) struct BudgetKey {
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
-    // The decode kernel's K/V reading variant (see `vec4_reads`); false for the fused.
+    // The K/V reading variant of the decode or tiled kernel (see `vec4_reads`); false
+    // for the row kernel.
     vec4: bool,
+}
+
+/// Whether the kernel of `pass` has a K/V reading variant (see `vec4_reads`).
+fn reads_vec4(pass: FirstPass) -> bool {
+    match pass {
+        FirstPass::Decode(_) => true,
+        FirstPass::Fused(c) => c.tiled.is_some(),
+    }
 }
 
 /// Keys the probe offers: more than any problem is likely to loop over per workgroup.
@@ -52,7 +61,7 @@ pub(crate) async fn key_budget(
         elem,
         dim4: vec4s(p.dim),
         dim_v4: vec4s(p.dim_v),
-        vec4: matches!(pass, FirstPass::Decode(_)) && vec4_reads(ctx, p, elem),
+        vec4: reads_vec4(pass) && vec4_reads(ctx, p, elem),
     };
     if let Some(b) = ctx.memo.get::<BudgetKey, Option<u64>>(&key) {
         return Ok(b);

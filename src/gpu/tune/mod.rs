@@ -23,15 +23,48 @@ use crate::gpu::forward::resolve;
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
+use crate::gpu::kernels::fused_tiled::TiledShape;
+use crate::options::FusedKernel;
 use crate::problem::Problem;
 
 const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
-    FusedConfig { wg, rows, keys }
+    FusedConfig {
+        wg,
+        rows,
+        keys,
+        tiled: None,
+    }
 }
 
-/// Prefill candidates, most generally good first. The later, smaller tiles exist for
-/// large head dims on devices with little workgroup memory.
+/// A fused_tiled.wgsl configuration: key groups, vec4s of D per chunk (0: Q resident),
+/// subgroup reductions.
+const fn tiled(kg: u32, dc4: u32, subgroups: bool, row_fast: bool) -> FusedConfig {
+    FusedConfig {
+        wg: 16 * kg,
+        rows: 4,
+        keys: 4 * kg,
+        tiled: Some(TiledShape {
+            kg,
+            dc4,
+            subgroups,
+            row_fast,
+        }),
+    }
+}
+
+/// Prefill candidates, most generally good first: the tiled kernel (Q resident where
+/// workgroup memory allows, else staged in chunks of D; the last with half the keys per
+/// tile for devices with 16 KiB of workgroup memory), then the row kernel. Its later,
+/// smaller tiles exist for large head dims on devices with little workgroup memory.
 pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
+    tiled(8, 0, true, false),
+    tiled(8, 0, false, false),
+    tiled(8, 8, true, false),
+    tiled(8, 4, false, false),
+    tiled(4, 4, false, false),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
     fused(64, 1, 32),
     fused(32, 2, 32),
     fused(16, 4, 32),
@@ -71,10 +104,12 @@ pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
 ];
 
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
-/// on lavapipe, where every lane's load is its own scalar load: many rows per invocation
-/// (SIMD lanes are rows there, and loads cost more than arithmetic); for decoding q rows
-/// in private memory, V prefetched, and few key ranges (few cores to fill).
-const FUSED_CPU_FIRST: &[usize] = &[2, 3];
+/// on lavapipe, where every lane's load is its own scalar load: the tiled kernel with
+/// row groups on neighbouring invocations (SIMD lanes are rows there, sharing each K and
+/// V read), and the row kernel with many rows per invocation; for decoding q rows in
+/// private memory, V prefetched, and few key ranges (few cores to fill). The tuner
+/// times the first four that fit.
+const FUSED_CPU_FIRST: &[usize] = &[5, 6, 10, 11, 7];
 const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
 
 /// `list` in this adapter's preferred order.
@@ -96,6 +131,7 @@ const TIMED: usize = 4;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct ClassKey {
     decode: bool,
+    kernel: FusedKernel,
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
@@ -115,9 +151,10 @@ fn bucket(n: usize) -> u8 {
 }
 
 impl ClassKey {
-    fn new(p: &Problem, elem: Elem, decode: bool) -> Self {
+    fn new(p: &Problem, elem: Elem, decode: bool, ctx_kernel: FusedKernel) -> Self {
         Self {
             decode,
+            kernel: ctx_kernel,
             elem,
             dim4: vec4s(p.dim),
             dim_v4: vec4s(p.dim_v),
@@ -187,15 +224,25 @@ async fn choose<T: Copy + Memoizable>(
 /// [`AttentionError::TooLarge`] when no candidate fits the device; device errors while
 /// timing.
 pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<FusedConfig> {
-    let key = ClassKey::new(p, elem, false);
+    let kernel = ctx.fused_kernel();
+    let key = ClassKey::new(p, elem, false, kernel);
     if let Some(c) = ctx.memo.get::<ClassKey, FusedConfig>(&key) {
         return Ok(c);
     }
-    let fitting = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
+    let all: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
         .into_iter()
         .filter(|c| c.fits(ctx, p))
-        .take(TIMED)
         .collect();
+    let wanted = |c: &FusedConfig| match kernel {
+        FusedKernel::Auto => true,
+        FusedKernel::Rows => c.tiled.is_none(),
+        FusedKernel::Tiled => c.tiled.is_some(),
+    };
+    let mut fitting: Vec<FusedConfig> = all.iter().copied().filter(wanted).take(TIMED).collect();
+    // Forced onto the tiled kernel where none of its configurations fits: the row kernel.
+    if fitting.is_empty() {
+        fitting = all.into_iter().take(TIMED).collect();
+    }
     choose(ctx, p, elem, key, fitting, ("fused", Candidate::Fused)).await
 }
 
@@ -208,7 +255,7 @@ pub(crate) async fn decode_config(
     p: &Problem,
     elem: Elem,
 ) -> Result<DecodeCandidate> {
-    let key = ClassKey::new(p, elem, true);
+    let key = ClassKey::new(p, elem, true, FusedKernel::Auto);
     if let Some(c) = ctx.memo.get::<ClassKey, DecodeCandidate>(&key) {
         return Ok(c);
     }
@@ -418,7 +465,9 @@ mod tests {
         let c = if decode_path {
             Candidate::Decode(DECODE_CANDIDATES[candidate])
         } else {
-            Candidate::Fused(FUSED_CANDIDATES[candidate])
+            let f = FUSED_CANDIDATES[candidate];
+            assert!(f.fits(ctx, &p), "fused candidate {candidate} does not fit");
+            Candidate::Fused(f)
         };
         let forward = ForwardOutputs::of(&outputs, &p);
         let route = pollster::block_on(c.prepare(ctx, &p, Elem::F32)).unwrap();

@@ -12,9 +12,9 @@ use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::plan::{plan, PlanLimits};
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::{self, FusedConfig};
+use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::launch::{self, SplitParams};
-use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline, KernelSpec};
+use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::problem::Problem;
 
 /// The plan limits of the fused and decode paths: bindings only, no score scratch.
@@ -24,14 +24,6 @@ pub(crate) fn limits(ctx: &GpuContext, elem: Elem) -> PlanLimits {
         offset_alignment: u64::from(ctx.limits.min_storage_buffer_offset_alignment),
         input_elem_bytes: elem.bytes(),
         max_scores: None,
-    }
-}
-
-/// The kernel for q, k and v stored as `elem`.
-pub(crate) fn spec(elem: Elem) -> &'static KernelSpec {
-    match elem {
-        Elem::F32 => &fused::SPEC,
-        Elem::F16 => &fused::SPEC_F16,
     }
 }
 
@@ -65,7 +57,7 @@ impl OnePass {
         elem: Elem,
         cfg: FusedConfig,
     ) -> Result<Self> {
-        let pipe = pipeline(ctx, spec(elem), &cfg.constants(p, false)).await?;
+        let pipe = pipeline(ctx, cfg.spec(ctx, p, elem), &cfg.constants(p, false)).await?;
         Ok(Self { elem, cfg, pipe })
     }
 

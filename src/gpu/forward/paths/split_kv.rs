@@ -12,7 +12,7 @@ use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::Recording;
-use crate::gpu::forward::paths::one_pass::{limits, spec, split_buffer};
+use crate::gpu::forward::paths::one_pass::{limits, split_buffer};
 use crate::gpu::forward::plan::plan;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
@@ -59,7 +59,7 @@ impl FirstPass {
         elem: Elem,
     ) -> Result<Arc<KernelPipeline>> {
         match self {
-            FirstPass::Fused(c) => pipeline(ctx, spec(elem), &c.constants(p, true)).await,
+            FirstPass::Fused(c) => pipeline(ctx, c.spec(ctx, p, elem), &c.constants(p, true)).await,
             FirstPass::Decode(k) => {
                 let spec = DecodeKernel::spec(ctx, p, elem);
                 pipeline(ctx, spec, &k.constants()).await
