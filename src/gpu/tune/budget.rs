@@ -26,7 +26,7 @@ pub(crate) struct BudgetKey {
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
-    // The decode kernel's K/V reading variant (see `vec4_reads`); false for the fused.
+    // The decode kernels' K/V reading variant (see `vec4_reads`); false for the fused.
     vec4: bool,
 }
 
@@ -52,7 +52,8 @@ pub(crate) async fn key_budget(
         elem,
         dim4: vec4s(p.dim),
         dim_v4: vec4s(p.dim_v),
-        vec4: matches!(pass, FirstPass::Decode(_)) && vec4_reads(ctx, p, elem),
+        vec4: matches!(pass, FirstPass::Decode(_) | FirstPass::SubgroupDecode(_))
+            && vec4_reads(ctx, p, elem),
     };
     if let Some(b) = ctx.memo.get::<BudgetKey, Option<u64>>(&key) {
         return Ok(b);
@@ -111,7 +112,7 @@ mod probe {
                 .await?
                 .record(&mut r)?,
             // One key range: the whole key loop in one workgroup.
-            FirstPass::Decode(_) => SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
+            FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
                 .await?
                 .record(&mut r)?,
         };
