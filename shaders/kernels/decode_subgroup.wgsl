@@ -108,7 +108,8 @@ fn main(
     let groups_here = sg_size / DSPLIT;
     var first = 0u;
     var slot = 0u;
-    if subgroupElect() {
+    // The subgroup's first active lane counts for it (and broadcasts below).
+    if lane == subgroupBroadcastFirst(lane) {
         first = atomicAdd(&group_count, groups_here);
         slot = atomicAdd(&subgroup_count, 1u);
     }

@@ -54,9 +54,10 @@ pub(crate) struct SubgroupDecodeKernel {
 }
 
 /// The adapter's subgroup sizes, smallest and largest, when the device has subgroups and
-/// reports sizes that are powers of two.
+/// reports sizes that are powers of two. Never on the web: browsers require the
+/// `enable subgroups;` directive that naga 30 refuses (see `shaders/prelude/subgroups.wgsl`).
 pub(crate) fn subgroup_sizes(ctx: &GpuContext) -> Option<(u32, u32)> {
-    if !ctx.features.contains(wgpu::Features::SUBGROUP) {
+    if cfg!(target_arch = "wasm32") || !ctx.features.contains(wgpu::Features::SUBGROUP) {
         return None;
     }
     let info = ctx.adapter_info();

@@ -318,8 +318,8 @@ async fn forced_decode(
         .filter(|c| c.fits(ctx, p, elem))
         .take(TIMED)
         .collect();
-    let what = ("subgroup decode", Candidate::Decode);
-    choose(ctx, p, elem, key, fitting, what).await
+    let wrap: fn(DecodeChoice) -> Candidate = Candidate::Decode;
+    choose(ctx, p, elem, key, fitting, ("subgroup decode", wrap)).await
 }
 
 #[cfg(not(target_arch = "wasm32"))]
