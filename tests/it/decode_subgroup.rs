@@ -23,8 +23,7 @@ fn forced(d_split: Option<u32>) -> GpuContext {
 
 /// Whether the adapter has subgroups of at least `d_split` lanes (every size it reports).
 fn runs(c: &GpuContext, d_split: u32) -> bool {
-    c.features().contains(wgpu::Features::SUBGROUP)
-        && c.adapter_info().subgroup_min_size >= d_split
+    c.features().contains(wgpu::Features::SUBGROUP) && c.adapter_info().subgroup_min_size >= d_split
 }
 
 fn decode(extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
@@ -185,9 +184,18 @@ fn row_rules_at_every_width() {
         let what = format!("d_split {d_split}: NaN rows and hidden NaN values");
         let gpu = check_against_reference_on(&c, &what, &q, &k, &v, &opts);
         let lse = gpu.lse.unwrap();
-        assert!(gpu.out[[0, 1, 0, 0]].is_nan() && lse[[0, 1, 0]].is_nan(), "{what}");
-        assert!(gpu.out[[0, 0, 1, 0]].is_nan() && lse[[0, 0, 1]].is_nan(), "{what}");
-        assert!(gpu.out.slice(s![0, 0, 0, ..]).iter().all(|x| x.is_finite()), "{what}");
+        assert!(
+            gpu.out[[0, 1, 0, 0]].is_nan() && lse[[0, 1, 0]].is_nan(),
+            "{what}"
+        );
+        assert!(
+            gpu.out[[0, 0, 1, 0]].is_nan() && lse[[0, 0, 1]].is_nan(),
+            "{what}"
+        );
+        assert!(
+            gpu.out.slice(s![0, 0, 0, ..]).iter().all(|x| x.is_finite()),
+            "{what}"
+        );
         // Every key hidden: out 0, lse -inf.
         let gpu = gpu_nan_prefilled_on(&c, &q, &k, &v, &empty).expect("gpu");
         assert!(gpu.out.iter().all(|&x| x == 0.0), "d_split {d_split}");
@@ -207,7 +215,10 @@ fn f16_storage_within_bound() {
     if !c.features().contains(wgpu::Features::SUBGROUP)
         || !c.features().contains(wgpu::Features::SHADER_F16)
     {
-        assert!(matches!(gpu, Err(AttentionError::Unsupported(_))), "{gpu:?}");
+        assert!(
+            matches!(gpu, Err(AttentionError::Unsupported(_))),
+            "{gpu:?}"
+        );
         return;
     }
     let gpu = gpu.expect("gpu f16");

@@ -22,8 +22,7 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
 }
 
 pub(crate) const SPEC: KernelSpec = spec("decode_subgroup", source::DECODE_SUBGROUP);
-pub(crate) const SPEC_VEC4: KernelSpec =
-    spec("decode_subgroup_vec4", source::DECODE_SUBGROUP_VEC4);
+pub(crate) const SPEC_VEC4: KernelSpec = spec("decode_subgroup_vec4", source::DECODE_SUBGROUP_VEC4);
 pub(crate) const SPEC_F16: KernelSpec = spec("decode_subgroup_f16", source::DECODE_SUBGROUP_F16);
 pub(crate) const SPEC_VEC4_F16: KernelSpec =
     spec("decode_subgroup_vec4_f16", source::DECODE_SUBGROUP_VEC4_F16);
@@ -124,11 +123,7 @@ impl SubgroupDecodeKernel {
     /// (a vec3, 16 bytes), each subgroup's maxima, sums and NaN bits, and the output sums.
     fn shared_bytes(&self) -> u64 {
         let (subgroups, rows) = (u64::from(self.subgroups_max), u64::from(self.rows));
-        4 + 12
-            + 16
-            + 2 * subgroups * rows * 4
-            + subgroups * 4
-            + rows * u64::from(self.dim_v4) * 16
+        4 + 12 + 16 + 2 * subgroups * rows * 4 + subgroups * 4 + rows * u64::from(self.dim_v4) * 16
     }
 
     /// The kernel for `p` with q, k and v stored as `elem`.

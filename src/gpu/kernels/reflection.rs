@@ -14,9 +14,7 @@ use crate::gpu::kernels::launch::SplitParams;
 use crate::gpu::kernels::linear::LinearParams;
 use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
-use crate::gpu::kernels::{
-    cast, decode, decode_subgroup, fused, linear, pv, qk, softmax, source,
-};
+use crate::gpu::kernels::{cast, decode, decode_subgroup, fused, linear, pv, qk, softmax, source};
 
 /// Every kernel the library builds.
 const SPECS: &[&KernelSpec] = &[

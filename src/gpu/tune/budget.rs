@@ -112,9 +112,11 @@ mod probe {
                 .await?
                 .record(&mut r)?,
             // One key range: the whole key loop in one workgroup.
-            FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
-                .await?
-                .record(&mut r)?,
+            FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => {
+                SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
+                    .await?
+                    .record(&mut r)?
+            }
         };
         ctx.queue.submit([encoder.finish()]);
         let Some(lse) = outputs.lse else {

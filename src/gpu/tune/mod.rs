@@ -236,16 +236,20 @@ pub(crate) fn force_subgroup_decode(ctx: &GpuContext, d_split: Option<u32>) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ForcedSubgroupDecode;
 
-/// The subgroup decode kernel asked for, if any: by [`force_subgroup_decode`], or by
-/// `subgroup-decode` among the comma-separated names of `WGPU_ATTENTION_KERNEL`. `Some(0)`
-/// is any width.
+/// The subgroup decode kernel asked for, if any: by [`force_subgroup_decode`] on this
+/// context (`Some(0)` is any width), or by `subgroup-decode` among the comma-separated
+/// names of `WGPU_ATTENTION_KERNEL` for every context whose device has subgroups (the
+/// others keep decode.wgsl, so a whole test suite can run with it set).
 fn forced_subgroup_decode(ctx: &GpuContext) -> Option<u32> {
-    if let Some(d) = ctx.memo.get::<ForcedSubgroupDecode, u32>(&ForcedSubgroupDecode) {
+    if let Some(d) = ctx
+        .memo
+        .get::<ForcedSubgroupDecode, u32>(&ForcedSubgroupDecode)
+    {
         return Some(d);
     }
     let named = std::env::var("WGPU_ATTENTION_KERNEL")
         .is_ok_and(|v| v.split(',').any(|k| k.trim() == "subgroup-decode"));
-    named.then_some(0)
+    (named && subgroup_sizes(ctx).is_some()).then_some(0)
 }
 
 /// The decode configuration for `p` on this context. Where the adapter has subgroups,
@@ -306,7 +310,11 @@ async fn forced_decode(
         ))
     })?;
     if d_split != 0 {
-        return Ok(DecodeChoice::Subgroup(subgroup(largest.max(64), d_split, 256)));
+        return Ok(DecodeChoice::Subgroup(subgroup(
+            largest.max(64),
+            d_split,
+            256,
+        )));
     }
     let key = ForcedClass(ClassKey::new(p, elem, true));
     if let Some(c) = ctx.memo.get::<ForcedClass, DecodeChoice>(&key) {
@@ -484,12 +492,7 @@ mod tests {
         })
     }
 
-    fn run(
-        ctx: &GpuContext,
-        c: Candidate,
-        (lq, lk): (usize, usize),
-        (d, dv): (usize, usize),
-    ) {
+    fn run(ctx: &GpuContext, c: Candidate, (lq, lk): (usize, usize), (d, dv): (usize, usize)) {
         let (q, k, v) = (
             data((2, 4, lq, d), 1),
             data((2, 2, lk, d), 2),
@@ -559,8 +562,18 @@ mod tests {
         }
         // Head dims that read K and V one element at a time, and four at a time.
         for &d in DECODE_CANDIDATES {
-            run(&ctx, Candidate::Decode(DecodeChoice::Lanes(d)), (3, 300), (20, 23));
-            run(&ctx, Candidate::Decode(DecodeChoice::Lanes(d)), (5, 300), (16, 8));
+            run(
+                &ctx,
+                Candidate::Decode(DecodeChoice::Lanes(d)),
+                (3, 300),
+                (20, 23),
+            );
+            run(
+                &ctx,
+                Candidate::Decode(DecodeChoice::Lanes(d)),
+                (5, 300),
+                (16, 8),
+            );
         }
     }
 
@@ -570,19 +583,31 @@ mod tests {
     #[test]
     fn every_subgroup_candidate_and_width_matches_the_reference() {
         let ctx = GpuContext::new().expect("no GPU adapter");
-        let p = validate(&[1, 1, 3, 20], &[1, 1, 300, 20], &[1, 1, 300, 23], &Default::default())
-            .unwrap();
+        let p = validate(
+            &[1, 1, 3, 20],
+            &[1, 1, 300, 20],
+            &[1, 1, 300, 23],
+            &Default::default(),
+        )
+        .unwrap();
         let Some((smallest, largest)) = subgroup_sizes(&ctx) else {
             // Without subgroups the kernel is refused, never run.
             let c = DecodeChoice::Subgroup(SUBGROUP_DECODE_CANDIDATES[0]);
             let err = pollster::block_on(resolve::decode(&ctx, &p, Elem::F32, c)).err();
-            assert!(matches!(err, Some(AttentionError::Unsupported(_))), "{err:?}");
+            assert!(
+                matches!(err, Some(AttentionError::Unsupported(_))),
+                "{err:?}"
+            );
             return;
         };
         let widths = (0..8).map(|n| 1u32 << n).take_while(|&d| d <= smallest);
         let forced: Vec<_> = widths.map(|d| subgroup(largest.max(64), d, 256)).collect();
         let mut ran = 0;
-        for c in SUBGROUP_DECODE_CANDIDATES.iter().copied().chain(forced.iter().copied()) {
+        for c in SUBGROUP_DECODE_CANDIDATES
+            .iter()
+            .copied()
+            .chain(forced.iter().copied())
+        {
             let c = DecodeChoice::Subgroup(c);
             for (lq, lk, d, dv) in [(3, 300, 20, 23), (5, 300, 16, 8), (1, 700, 256, 256)] {
                 let p = validate(
