@@ -5,7 +5,7 @@
 //! same two ways of reading K and V.
 
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::kernels::decode::vec4_reads;
+use crate::gpu::kernels::decode::{vec4_reads, DecodeCandidate};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::{vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
@@ -50,6 +50,32 @@ pub(crate) struct SubgroupDecodeKernel {
     subgroups_max: u32,
     dim4: u32,
     dim_v4: u32,
+}
+
+/// A decode candidate of either kernel: decode.wgsl (lanes are keys) or, on adapters
+/// with subgroups, decode_subgroup.wgsl (groups of lanes share a key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum DecodeChoice {
+    Lanes(DecodeCandidate),
+    Subgroup(SubgroupDecodeCandidate),
+}
+
+impl DecodeChoice {
+    /// Whether the candidate has a kernel for `p` on this device.
+    pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
+        match self {
+            DecodeChoice::Lanes(c) => c.resolve(ctx, p, elem).is_some(),
+            DecodeChoice::Subgroup(c) => c.resolve(ctx, p, elem).is_some(),
+        }
+    }
+
+    /// How many workgroups the keys are split for.
+    pub(crate) fn workgroups(&self) -> u32 {
+        match self {
+            DecodeChoice::Lanes(c) => c.workgroups,
+            DecodeChoice::Subgroup(c) => c.workgroups,
+        }
+    }
 }
 
 /// The adapter's subgroup sizes, smallest and largest, when the device has subgroups and

@@ -21,8 +21,8 @@ use crate::gpu::kernels::elem::Elem;
 use crate::gpu::forward::resolve;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::route::Route;
-use crate::gpu::kernels::decode::{DecodeCandidate, DecodeChoice};
-use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, SubgroupDecodeCandidate};
+use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice, SubgroupDecodeCandidate};
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::problem::Problem;
 
