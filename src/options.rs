@@ -91,13 +91,19 @@ pub enum FusedKernel {
 }
 
 impl FusedKernel {
-    /// The choice named by `WGPU_ATTENTION_KERNEL`, `Auto` when unset or unknown.
+    /// The choice named among the comma-separated names of `WGPU_ATTENTION_KERNEL`
+    /// (which may also name `subgroup-decode`, for the decode path), `Auto` when unset or
+    /// none names a fused kernel.
     pub(crate) fn from_env() -> Self {
-        match std::env::var("WGPU_ATTENTION_KERNEL").as_deref() {
-            Ok("rows") => FusedKernel::Rows,
-            Ok("tiled") => FusedKernel::Tiled,
-            _ => FusedKernel::Auto,
-        }
+        let names = std::env::var("WGPU_ATTENTION_KERNEL").unwrap_or_default();
+        names
+            .split(',')
+            .find_map(|name| match name.trim() {
+                "rows" => Some(FusedKernel::Rows),
+                "tiled" => Some(FusedKernel::Tiled),
+                _ => None,
+            })
+            .unwrap_or(FusedKernel::Auto)
     }
 }
 

@@ -69,3 +69,13 @@ pub fn staged_plan_for_tests(
         .map(|c| (c.bh_start, c.bh_count, c.row_start, c.row_count))
         .collect())
 }
+
+/// Makes every decode call on `ctx` run the subgroup decode kernel, with `d_split` lanes
+/// per key (a power of two) or, when `None`, the first candidate that fits, as
+/// `WGPU_ATTENTION_KERNEL=subgroup-decode` does for every context with subgroups. Calls
+/// fail with [`AttentionError::Unsupported`](crate::AttentionError::Unsupported) where the
+/// adapter has no subgroups of at least `d_split` lanes.
+#[doc(hidden)]
+pub fn force_subgroup_decode_for_tests(ctx: &GpuContext, d_split: Option<u32>) {
+    crate::gpu::tune::force_subgroup_decode(ctx, d_split);
+}

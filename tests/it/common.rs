@@ -303,3 +303,20 @@ pub fn rejected_alike(
     assert_eq!(gpu, cpu, "backends disagree");
     gpu
 }
+
+/// docs/DESIGN.md's f16 bound: the Frobenius relative error.
+pub const F16_BOUND: f64 = 2e-3;
+
+/// ||got - want||_F / ||want||_F, NaN if any element is not finite.
+pub fn frobenius<D: Dimension>(got: ArrayView<'_, f32, D>, want: ArrayView<'_, f32, D>) -> f64 {
+    assert_eq!(got.shape(), want.shape());
+    let (mut diff, mut norm) = (0f64, 0f64);
+    for (&g, &w) in got.iter().zip(want.iter()) {
+        if !g.is_finite() || !w.is_finite() {
+            return f64::NAN;
+        }
+        diff += (f64::from(g) - f64::from(w)).powi(2);
+        norm += f64::from(w).powi(2);
+    }
+    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
+}

@@ -5,24 +5,8 @@
 
 use crate::common::*;
 use crate::paths::*;
-use ndarray::{Array4, ArrayView, Dimension};
+use ndarray::Array4;
 use wgpu_attention::*;
-
-const F16_BOUND: f64 = 2e-3;
-
-/// ||got - want||_F / ||want||_F, NaN if any element is not finite.
-fn frobenius<D: Dimension>(got: ArrayView<'_, f32, D>, want: ArrayView<'_, f32, D>) -> f64 {
-    assert_eq!(got.shape(), want.shape());
-    let (mut diff, mut norm) = (0f64, 0f64);
-    for (&g, &w) in got.iter().zip(want.iter()) {
-        if !g.is_finite() || !w.is_finite() {
-            return f64::NAN;
-        }
-        diff += (f64::from(g) - f64::from(w)).powi(2);
-        norm += f64::from(w).powi(2);
-    }
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
-}
 
 fn f16_opts(path: KernelPath, causal: bool) -> AttentionOptions<'static> {
     AttentionOptions {

@@ -19,6 +19,7 @@ mod common;
 mod concurrency;
 mod context;
 mod decode;
+mod decode_subgroup;
 mod determinism;
 mod device_faults;
 mod errors;

@@ -7,7 +7,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::paths::one_pass::OnePass;
 use crate::gpu::forward::paths::split_kv::{FirstPass, KeyRanges, SplitKv};
 use crate::gpu::forward::route::Route;
-use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::tune::budget::key_budget;
@@ -48,23 +48,35 @@ pub(crate) async fn fused(
 ///
 /// # Errors
 /// [`AttentionError::TooLarge`] when the kernel does not fit the device's workgroup
-/// limits for the head dims; device errors building a pipeline or probing the adapter.
+/// limits for the head dims; [`AttentionError::Unsupported`] for a subgroup kernel the
+/// adapter cannot run; device errors building a pipeline or probing the adapter.
 pub(crate) async fn decode(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-    cand: DecodeCandidate,
+    cand: DecodeChoice,
 ) -> Result<Route> {
-    let kernel = cand
-        .resolve(ctx, p, elem)
-        .ok_or_else(|| AttentionError::TooLarge {
-            arg: "q",
-            detail: format!(
-                "the decode kernel does not fit this device's workgroup limits for D {} and Dv {}",
-                p.dim, p.dim_v
-            ),
-        })?;
-    let first = FirstPass::Decode(kernel);
+    let too_large = || AttentionError::TooLarge {
+        arg: "q",
+        detail: format!(
+            "the decode kernel does not fit this device's workgroup limits for D {} and Dv {}",
+            p.dim, p.dim_v
+        ),
+    };
+    let first = match cand {
+        DecodeChoice::Lanes(c) => FirstPass::Decode(c.resolve(ctx, p, elem).ok_or_else(too_large)?),
+        DecodeChoice::Subgroup(c) => {
+            if subgroup_sizes(ctx).is_none_or(|(smallest, _)| c.d_split > smallest) {
+                return Err(AttentionError::Unsupported(format!(
+                    "the subgroup decode kernel with {} lanes per key needs subgroups of at least that size; adapter {:?} has {}",
+                    c.d_split,
+                    ctx.adapter_info().name,
+                    subgroup_sizes(ctx).map_or("none".to_string(), |(a, b)| format!("{a} to {b}"))
+                )));
+            }
+            FirstPass::SubgroupDecode(c.resolve(ctx, p, elem).ok_or_else(too_large)?)
+        }
+    };
     let budget = key_budget(ctx, p, elem, first).await?;
     let split = SplitKv::prepare(
         ctx,
@@ -72,7 +84,7 @@ pub(crate) async fn decode(
         elem,
         first,
         KeyRanges {
-            workgroups: cand.workgroups,
+            workgroups: cand.workgroups(),
             budget,
         },
     )

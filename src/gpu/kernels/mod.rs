@@ -3,6 +3,7 @@
 pub(crate) mod cast;
 pub(crate) mod combine;
 pub(crate) mod decode;
+pub(crate) mod decode_subgroup;
 pub(crate) mod dispatch;
 pub(crate) mod elem;
 pub(crate) mod fused;

@@ -14,7 +14,9 @@ use crate::gpu::kernels::launch::SplitParams;
 use crate::gpu::kernels::linear::LinearParams;
 use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
-use crate::gpu::kernels::{cast, decode, fused, fused_tiled, linear, pv, qk, softmax, source};
+use crate::gpu::kernels::{
+    cast, decode, decode_subgroup, fused, fused_tiled, linear, pv, qk, softmax, source,
+};
 
 /// Every kernel the library builds.
 const SPECS: &[&KernelSpec] = &[
@@ -27,6 +29,10 @@ const SPECS: &[&KernelSpec] = &[
     &decode::SPEC_VEC4,
     &decode::SPEC_F16,
     &decode::SPEC_VEC4_F16,
+    &decode_subgroup::SPEC,
+    &decode_subgroup::SPEC_VEC4,
+    &decode_subgroup::SPEC_F16,
+    &decode_subgroup::SPEC_VEC4_F16,
     &COMBINE_SPEC,
     &cast::SPEC,
     &linear::SPEC,
@@ -101,8 +107,9 @@ fn check_bindings(spec: &KernelSpec) {
             seen[rb.binding as usize] = true;
         }
         let missing: Vec<usize> = (0..seen.len()).filter(|&i| !seen[i]).collect();
-        // decode.wgsl binds as fused.wgsl does (one list for both first passes of
-        // split-KV) but writes no lse: binding 7 is in its layout and not in its source.
+        // decode.wgsl and decode_subgroup.wgsl bind as fused.wgsl does (one list for every
+        // first pass of split-KV) but write no lse: binding 7 is in their layout and not
+        // in their source.
         let unused: &[usize] = if spec.name.starts_with("decode") {
             &[7]
         } else {
@@ -260,6 +267,18 @@ fn shared_constants_match() {
             source::DECODE,
             "Q4_PRIVATE",
             decode::Q4_PRIVATE.into(),
+        ),
+        (
+            "decode_subgroup",
+            source::DECODE_SUBGROUP,
+            "ROWS_MAX",
+            decode_subgroup::ROWS_MAX.into(),
+        ),
+        (
+            "decode_subgroup",
+            source::DECODE_SUBGROUP,
+            "REG4_MAX",
+            decode_subgroup::REG4_MAX.into(),
         ),
         (
             "combine",

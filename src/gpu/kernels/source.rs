@@ -70,6 +70,35 @@ pub(crate) const DECODE_VEC4_F16: &str = key_loop_source!(
     "../../../shaders/kernels/decode.wgsl"
 );
 
+/// The subgroup decode kernel (decode_subgroup.wgsl): as [`key_loop_source`], after
+/// `subgroups.wgsl`, whose `enable subgroups;` must come before the element type's
+/// declarations.
+macro_rules! subgroup_key_loop_source {
+    ($elem:literal, $kv:literal) => {
+        concat!(
+            include_str!("../../../shaders/prelude/subgroups.wgsl"),
+            key_loop_source!($elem, $kv, "../../../shaders/kernels/decode_subgroup.wgsl")
+        )
+    };
+}
+
+pub(crate) const DECODE_SUBGROUP: &str = subgroup_key_loop_source!(
+    "../../../shaders/prelude/elem_f32.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl"
+);
+pub(crate) const DECODE_SUBGROUP_VEC4: &str = subgroup_key_loop_source!(
+    "../../../shaders/prelude/elem_f32.wgsl",
+    "../../../shaders/prelude/kv_vec4.wgsl"
+);
+pub(crate) const DECODE_SUBGROUP_F16: &str = subgroup_key_loop_source!(
+    "../../../shaders/prelude/elem_f16.wgsl",
+    "../../../shaders/prelude/kv_scalar.wgsl"
+);
+pub(crate) const DECODE_SUBGROUP_VEC4_F16: &str = subgroup_key_loop_source!(
+    "../../../shaders/prelude/elem_f16.wgsl",
+    "../../../shaders/prelude/kv_vec4.wgsl"
+);
+
 pub(crate) const COMBINE: &str = concat!(
     include_str!("../../../shaders/prelude/common.wgsl"),
     include_str!("../../../shaders/prelude/launch.wgsl"),
@@ -82,7 +111,8 @@ pub(crate) const TO_F16: &str = include_str!("../../../shaders/kernels/to_f16.wg
 pub(crate) const LINEAR: &str = include_str!("../../../shaders/kernels/linear.wgsl");
 
 /// Every kernel's full source with its name, for validation without a GPU. The f16
-/// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`).
+/// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`), the
+/// subgroup ones `SUBGROUP` (the adapter's `subgroup`).
 pub const ALL: &[(&str, &str)] = &[
     ("qk", QK),
     ("softmax", SOFTMAX),
@@ -93,6 +123,10 @@ pub const ALL: &[(&str, &str)] = &[
     ("decode_vec4", DECODE_VEC4),
     ("decode_f16", DECODE_F16),
     ("decode_vec4_f16", DECODE_VEC4_F16),
+    ("decode_subgroup", DECODE_SUBGROUP),
+    ("decode_subgroup_vec4", DECODE_SUBGROUP_VEC4),
+    ("decode_subgroup_f16", DECODE_SUBGROUP_F16),
+    ("decode_subgroup_vec4_f16", DECODE_SUBGROUP_VEC4_F16),
     ("combine", COMBINE),
     ("to_f16", TO_F16),
     ("linear", LINEAR),

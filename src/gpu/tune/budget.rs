@@ -26,7 +26,7 @@ pub(crate) struct BudgetKey {
     elem: Elem,
     dim4: u32,
     dim_v4: u32,
-    // The K/V reading variant of the decode or tiled kernel (see `vec4_reads`); false
+    // The K/V reading variant of the decode or tiled kernels (see `vec4_reads`); false
     // for the row kernel.
     vec4: bool,
 }
@@ -34,7 +34,7 @@ pub(crate) struct BudgetKey {
 /// Whether the kernel of `pass` has a K/V reading variant (see `vec4_reads`).
 fn reads_vec4(pass: FirstPass) -> bool {
     match pass {
-        FirstPass::Decode(_) => true,
+        FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => true,
         FirstPass::Fused(c) => c.tiled.is_some(),
     }
 }
@@ -120,9 +120,11 @@ mod probe {
                 .await?
                 .record(&mut r)?,
             // One key range: the whole key loop in one workgroup.
-            FirstPass::Decode(_) => SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
-                .await?
-                .record(&mut r)?,
+            FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => {
+                SplitKv::prepare(ctx, &pp, elem, pass, ONE_RANGE)
+                    .await?
+                    .record(&mut r)?
+            }
         };
         ctx.queue.submit([encoder.finish()]);
         let Some(lse) = outputs.lse else {

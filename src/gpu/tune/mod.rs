@@ -22,6 +22,7 @@ use crate::gpu::forward::resolve;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice, SubgroupDecodeCandidate};
 use crate::gpu::kernels::fused::{vec4s, FusedConfig};
 use crate::gpu::kernels::fused_tiled::TiledShape;
 use crate::options::FusedKernel;
@@ -103,6 +104,28 @@ pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
     decode(32, 2, false, false, 256),
 ];
 
+const fn subgroup(wg: u32, d_split: u32, workgroups: u32) -> SubgroupDecodeCandidate {
+    SubgroupDecodeCandidate {
+        wg,
+        d_split,
+        workgroups,
+    }
+}
+
+/// Subgroup decode candidates (adapters with subgroups): invocations, lanes per key, and
+/// how many workgroups to split the keys for. Each fits only where `d_split` divides the
+/// smallest subgroup size and the workgroup is a multiple of the largest; the later ones
+/// serve adapters whose subgroups are 4 wide, or up to 128.
+pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
+    subgroup(128, 8, 1024),
+    subgroup(64, 4, 512),
+    subgroup(256, 16, 1024),
+    subgroup(64, 8, 64),
+    subgroup(64, 4, 64),
+    subgroup(128, 4, 512),
+    subgroup(256, 4, 1024),
+];
+
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
 /// on lavapipe, where every lane's load is its own scalar load: the tiled kernel with
 /// row groups on neighbouring invocations (SIMD lanes are rows there, sharing each K and
@@ -111,6 +134,8 @@ pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
 /// times the first four that fit.
 const FUSED_CPU_FIRST: &[usize] = &[5, 6, 10, 11, 7];
 const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
+/// CPU adapters have few cores to fill: few key ranges.
+const SUBGROUP_DECODE_CPU_FIRST: &[usize] = &[3, 4];
 
 /// `list` in this adapter's preferred order.
 fn ordered<T: Copy>(ctx: &GpuContext, list: &[T], cpu_first: &[usize]) -> Vec<T> {
@@ -126,6 +151,8 @@ fn ordered<T: Copy>(ctx: &GpuContext, list: &[T], cpu_first: &[usize]) -> Vec<T>
 
 /// Candidates timed per class, at most.
 const TIMED: usize = 4;
+/// Decode candidates of the kernel an adapter type does not prefer, timed besides.
+const OTHER_DECODE_TIMED: usize = 2;
 
 /// What a tuning decision depends on besides the adapter (a context has one).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -182,7 +209,7 @@ fn none_fits(kernel: &str, p: &Problem) -> AttentionError {
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 enum Candidate {
     Fused(FusedConfig),
-    Decode(DecodeCandidate),
+    Decode(DecodeChoice),
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -198,11 +225,11 @@ impl Candidate {
 
 /// The first of `fitting` (the adapter's preferred order, already cut to what fits), or
 /// with tuning on the fastest of them, remembered in `memo` under the problem's class.
-async fn choose<T: Copy + Memoizable>(
+async fn choose<T: Copy + Memoizable, K: Eq + std::hash::Hash + Memoizable>(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-    key: ClassKey,
+    key: K,
     fitting: Vec<T>,
     (kernel, wrap): (&str, fn(T) -> Candidate),
 ) -> Result<T> {
@@ -246,25 +273,108 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     choose(ctx, p, elem, key, fitting, ("fused", Candidate::Fused)).await
 }
 
-/// The decode configuration for `p` on this context.
+/// Forces the subgroup decode kernel on `ctx` (see [`decode_config`]): with `d_split`
+/// lanes per key, or with the first candidate that fits when `None`.
+pub(crate) fn force_subgroup_decode(ctx: &GpuContext, d_split: Option<u32>) {
+    ctx.memo.insert(ForcedSubgroupDecode, d_split.unwrap_or(0));
+}
+
+/// The key of the forcing in the memo; its value is `d_split`, 0 for any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ForcedSubgroupDecode;
+
+/// The subgroup decode kernel asked for, if any: by [`force_subgroup_decode`] on this
+/// context (`Some(0)` is any width), or by `subgroup-decode` among the comma-separated
+/// names of `WGPU_ATTENTION_KERNEL` for every context whose device has subgroups (the
+/// others keep decode.wgsl, so a whole test suite can run with it set).
+fn forced_subgroup_decode(ctx: &GpuContext) -> Option<u32> {
+    if let Some(d) = ctx
+        .memo
+        .get::<ForcedSubgroupDecode, u32>(&ForcedSubgroupDecode)
+    {
+        return Some(d);
+    }
+    let named = std::env::var("WGPU_ATTENTION_KERNEL")
+        .is_ok_and(|v| v.split(',').any(|k| k.trim() == "subgroup-decode"));
+    (named && subgroup_sizes(ctx).is_some()).then_some(0)
+}
+
+/// The decode configuration for `p` on this context. Where the adapter has subgroups,
+/// the subgroup kernel's candidates come first on GPUs and after the others on CPU
+/// adapters (both are timed when tuning is on).
 ///
 /// # Errors
-/// As [`fused_config`].
+/// As [`fused_config`]; [`AttentionError::Unsupported`] when the subgroup kernel is
+/// forced and the adapter has no subgroups.
 pub(crate) async fn decode_config(
     ctx: &GpuContext,
     p: &Problem,
     elem: Elem,
-) -> Result<DecodeCandidate> {
+) -> Result<DecodeChoice> {
+    if let Some(d_split) = forced_subgroup_decode(ctx) {
+        return forced_decode(ctx, p, elem, d_split).await;
+    }
     let key = ClassKey::new(p, elem, true, FusedKernel::Auto);
-    if let Some(c) = ctx.memo.get::<ClassKey, DecodeCandidate>(&key) {
+    if let Some(c) = ctx.memo.get::<ClassKey, DecodeChoice>(&key) {
         return Ok(c);
     }
-    let fitting = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
+    let fits = |c: &DecodeChoice| c.fits(ctx, p, elem);
+    let lanes = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
         .into_iter()
-        .filter(|c| c.resolve(ctx, p, elem).is_some())
+        .map(DecodeChoice::Lanes)
+        .filter(fits);
+    let subgroups = ordered(ctx, SUBGROUP_DECODE_CANDIDATES, SUBGROUP_DECODE_CPU_FIRST)
+        .into_iter()
+        .map(DecodeChoice::Subgroup)
+        .filter(fits);
+    let fitting = if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+        let other = subgroups.take(OTHER_DECODE_TIMED);
+        lanes.take(TIMED).chain(other).collect()
+    } else {
+        let other = lanes.take(OTHER_DECODE_TIMED);
+        subgroups.take(TIMED).chain(other).collect()
+    };
+    choose(ctx, p, elem, key, fitting, ("decode", Candidate::Decode)).await
+}
+
+/// A class whose decode kernel is forced to be the subgroup one, remembered apart.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ForcedClass(ClassKey);
+
+/// The forced subgroup decode kernel: one of `d_split` lanes per key in a workgroup of
+/// at least 64 lanes, or, for `d_split` 0, the subgroup candidates that fit in the
+/// adapter's order (timed when tuning is on).
+async fn forced_decode(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    d_split: u32,
+) -> Result<DecodeChoice> {
+    let (_, largest) = subgroup_sizes(ctx).ok_or_else(|| {
+        AttentionError::Unsupported(format!(
+            "the subgroup decode kernel was asked for, and adapter {:?} has no subgroups",
+            ctx.adapter_info().name
+        ))
+    })?;
+    if d_split != 0 {
+        return Ok(DecodeChoice::Subgroup(subgroup(
+            largest.max(64),
+            d_split,
+            256,
+        )));
+    }
+    let key = ForcedClass(ClassKey::new(p, elem, true, FusedKernel::Auto));
+    if let Some(c) = ctx.memo.get::<ForcedClass, DecodeChoice>(&key) {
+        return Ok(c);
+    }
+    let fitting = ordered(ctx, SUBGROUP_DECODE_CANDIDATES, SUBGROUP_DECODE_CPU_FIRST)
+        .into_iter()
+        .map(DecodeChoice::Subgroup)
+        .filter(|c| c.fits(ctx, p, elem))
         .take(TIMED)
         .collect();
-    choose(ctx, p, elem, key, fitting, ("decode", Candidate::Decode)).await
+    let wrap: fn(DecodeChoice) -> Candidate = Candidate::Decode;
+    choose(ctx, p, elem, key, fitting, ("subgroup decode", wrap)).await
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -429,13 +539,7 @@ mod tests {
         })
     }
 
-    fn run(
-        ctx: &GpuContext,
-        candidate: usize,
-        decode_path: bool,
-        (lq, lk): (usize, usize),
-        (d, dv): (usize, usize),
-    ) {
+    fn run(ctx: &GpuContext, c: Candidate, (lq, lk): (usize, usize), (d, dv): (usize, usize)) {
         let (q, k, v) = (
             data((2, 4, lq, d), 1),
             data((2, 2, lk, d), 2),
@@ -462,13 +566,9 @@ mod tests {
             kv_lens: kv_lens.as_ref(),
         };
         let mut enc = ctx.device.create_command_encoder(&Default::default());
-        let c = if decode_path {
-            Candidate::Decode(DECODE_CANDIDATES[candidate])
-        } else {
-            let f = FUSED_CANDIDATES[candidate];
-            assert!(f.fits(ctx, &p), "fused candidate {candidate} does not fit");
-            Candidate::Fused(f)
-        };
+        if let Candidate::Fused(f) = c {
+            assert!(f.fits(ctx, &p), "fused candidate {f:?} does not fit");
+        }
         let forward = ForwardOutputs::of(&outputs, &p);
         let route = pollster::block_on(c.prepare(ctx, &p, Elem::F32)).unwrap();
         let mut r = Recording {
@@ -498,7 +598,7 @@ mod tests {
                 let ok = a == b || (a - b).abs() <= 2e-5 + 1e-4 * b.abs();
                 assert!(
                     ok,
-                    "candidate {candidate} (decode {decode_path}) Lq {lq} Lk {lk} D {d} Dv {dv}: {what}[{n}] = {a}, want {b}"
+                    "candidate {c:?} Lq {lq} Lk {lk} D {d} Dv {dv}: {what}[{n}] = {a}, want {b}"
                 );
             }
         }
@@ -507,13 +607,75 @@ mod tests {
     #[test]
     fn every_candidate_matches_the_reference() {
         let ctx = GpuContext::new().expect("no GPU adapter");
-        for i in 0..FUSED_CANDIDATES.len() {
-            run(&ctx, i, false, (37, 70), (20, 23));
+        for &f in FUSED_CANDIDATES {
+            run(&ctx, Candidate::Fused(f), (37, 70), (20, 23));
         }
         // Head dims that read K and V one element at a time, and four at a time.
-        for i in 0..DECODE_CANDIDATES.len() {
-            run(&ctx, i, true, (3, 300), (20, 23));
-            run(&ctx, i, true, (5, 300), (16, 8));
+        for &d in DECODE_CANDIDATES {
+            run(
+                &ctx,
+                Candidate::Decode(DecodeChoice::Lanes(d)),
+                (3, 300),
+                (20, 23),
+            );
+            run(
+                &ctx,
+                Candidate::Decode(DecodeChoice::Lanes(d)),
+                (5, 300),
+                (16, 8),
+            );
         }
+    }
+
+    /// Every subgroup candidate that fits this adapter, and every group width up to its
+    /// smallest subgroup (each width takes a different number of shuffle steps in the
+    /// dot product and in the merge of a subgroup's groups).
+    #[test]
+    fn every_subgroup_candidate_and_width_matches_the_reference() {
+        let ctx = GpuContext::new().expect("no GPU adapter");
+        let p = validate(
+            &[1, 1, 3, 20],
+            &[1, 1, 300, 20],
+            &[1, 1, 300, 23],
+            &Default::default(),
+        )
+        .unwrap();
+        let Some((smallest, largest)) = subgroup_sizes(&ctx) else {
+            // Without subgroups the kernel is refused, never run.
+            let c = DecodeChoice::Subgroup(SUBGROUP_DECODE_CANDIDATES[0]);
+            let err = pollster::block_on(resolve::decode(&ctx, &p, Elem::F32, c)).err();
+            assert!(
+                matches!(err, Some(AttentionError::Unsupported(_))),
+                "{err:?}"
+            );
+            return;
+        };
+        let widths = (0..8).map(|n| 1u32 << n).take_while(|&d| d <= smallest);
+        let forced: Vec<_> = widths.map(|d| subgroup(largest.max(64), d, 256)).collect();
+        let mut ran = 0;
+        for c in SUBGROUP_DECODE_CANDIDATES
+            .iter()
+            .copied()
+            .chain(forced.iter().copied())
+        {
+            let c = DecodeChoice::Subgroup(c);
+            for (lq, lk, d, dv) in [(3, 300, 20, 23), (5, 300, 16, 8), (1, 700, 256, 256)] {
+                let p = validate(
+                    &[2, 4, lq, d],
+                    &[2, 2, lk, d],
+                    &[2, 2, lk, dv],
+                    &Default::default(),
+                )
+                .unwrap();
+                // Narrow groups cannot hold rows of 256 columns in a lane's registers;
+                // the tuner never offers them there.
+                if c.fits(&ctx, &p, Elem::F32) {
+                    run(&ctx, Candidate::Decode(c), (lq, lk), (d, dv));
+                    ran += 1;
+                }
+            }
+        }
+        // Every forced width serves the small head dims at least.
+        assert!(ran >= 2 * forced.len(), "only {ran} runs");
     }
 }

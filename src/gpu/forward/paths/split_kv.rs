@@ -2,7 +2,8 @@
 //! parallel, then one combine dispatch merges them. Recorded into one encoder; the
 //! caller submits.
 //!
-//! The first pass is decode.wgsl for decoding (lanes are keys), or fused.wgsl with
+//! The first pass is decode.wgsl for decoding (lanes are keys), decode_subgroup.wgsl
+//! where the adapter has subgroups (groups of lanes share a key), or fused.wgsl with
 //! `PARTIAL` where the fused path must cut long key ranges (see `tune/budget.rs`).
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::gpu::forward::paths::one_pass::{limits, split_buffer};
 use crate::gpu::forward::plan::plan;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
+use crate::gpu::kernels::decode_subgroup::SubgroupDecodeKernel;
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
@@ -33,6 +35,8 @@ pub(crate) enum FirstPass {
     Fused(FusedConfig),
     /// decode.wgsl: lanes are keys.
     Decode(DecodeKernel),
+    /// decode_subgroup.wgsl: groups of lanes share a key, subgroups walk their own keys.
+    SubgroupDecode(SubgroupDecodeKernel),
 }
 
 impl FirstPass {
@@ -41,6 +45,8 @@ impl FirstPass {
         match self {
             FirstPass::Fused(c) => c.keys,
             FirstPass::Decode(k) => k.wg,
+            // Its key loop needs no alignment; ranges of whole workgroups' worth.
+            FirstPass::SubgroupDecode(k) => k.wg,
         }
     }
 
@@ -49,6 +55,7 @@ impl FirstPass {
         match self {
             FirstPass::Fused(c) => c.tile_rows(),
             FirstPass::Decode(k) => u64::from(k.rows),
+            FirstPass::SubgroupDecode(k) => u64::from(k.rows),
         }
     }
 
@@ -62,6 +69,10 @@ impl FirstPass {
             FirstPass::Fused(c) => pipeline(ctx, c.spec(ctx, p, elem), &c.constants(p, true)).await,
             FirstPass::Decode(k) => {
                 let spec = DecodeKernel::spec(ctx, p, elem);
+                pipeline(ctx, spec, &k.constants()).await
+            }
+            FirstPass::SubgroupDecode(k) => {
+                let spec = SubgroupDecodeKernel::spec(ctx, p, elem);
                 pipeline(ctx, spec, &k.constants()).await
             }
         }
