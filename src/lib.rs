@@ -63,7 +63,7 @@ pub use error::{AttentionError, Result};
 pub use gpu::device::context::{enumerate_adapters, GpuContext};
 pub use gpu::device::tensor::GpuTensor;
 #[doc(hidden)]
-pub use gpu::hooks::{invalid_dispatch_for_tests, staged_plan_for_tests};
+pub use gpu::hooks::{fused_key_budget, invalid_dispatch_for_tests, staged_plan_for_tests};
 pub use gpu::kernels::source::ALL as SHADER_SOURCES;
 #[cfg(not(target_arch = "wasm32"))]
 pub use mha::{mha, mha_incremental};
