@@ -31,7 +31,12 @@ impl Burn {
             .unwrap_or_else(|| "default".into())
     }
 
-    pub fn prepare(&self, dims: ([usize; 4], [usize; 4]), data: [Vec<f32>; 3], causal: bool) -> Result<Prepared, String> {
+    pub fn prepare(
+        &self,
+        dims: ([usize; 4], [usize; 4]),
+        data: [Vec<f32>; 3],
+        causal: bool,
+    ) -> Result<Prepared, String> {
         let (qd, kd) = dims;
         let [q, k, v] = data;
         let up = |x: Vec<f32>, d: [usize; 4]| {

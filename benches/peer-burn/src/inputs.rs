@@ -29,7 +29,10 @@ impl Shape {
         };
         let dims: Vec<usize> = dims
             .iter()
-            .map(|d| d.parse().map_err(|_| format!("shape '{s}': '{d}' is not a count")))
+            .map(|d| {
+                d.parse()
+                    .map_err(|_| format!("shape '{s}': '{d}' is not a count"))
+            })
             .collect::<Result<_, _>>()?;
         match dims.as_slice() {
             &[batch, heads, len_q, len_k, dim] if !dims.contains(&0) => Ok(Self {

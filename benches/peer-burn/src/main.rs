@@ -17,9 +17,9 @@ use ndarray::Array4;
 use wgpu_attention::attention_cpu;
 
 use burn_side::Burn;
-use inputs::{normal, Shape, DEFAULT_SHAPES};
+use inputs::{DEFAULT_SHAPES, Shape, normal};
 use ours::Ours;
-use report::{table, Row, Side};
+use report::{Row, Side, table};
 
 struct Args {
     shapes: Vec<Shape>,
@@ -81,11 +81,18 @@ fn time_ms(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
-fn max_abs_diff<'a>(a: impl IntoIterator<Item = &'a f32>, b: impl IntoIterator<Item = &'a f32>) -> f64 {
+fn max_abs_diff<'a>(
+    a: impl IntoIterator<Item = &'a f32>,
+    b: impl IntoIterator<Item = &'a f32>,
+) -> f64 {
     // NaN anywhere makes the difference NaN (reported as null), never silently 0.
     a.into_iter().zip(b).fold(0.0f64, |m, (x, y)| {
         let d = (f64::from(*x) - f64::from(*y)).abs();
-        if d.is_nan() || m.is_nan() { f64::NAN } else { m.max(d) }
+        if d.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(d)
+        }
     })
 }
 
@@ -96,7 +103,11 @@ fn measure(ours: &Ours, burn: &Burn, shape: &Shape, args: &Args) -> Result<Row, 
     let array = |x: &Vec<f32>, d: [usize; 4]| {
         Array4::from_shape_vec(d, x.clone()).map_err(|e| e.to_string())
     };
-    let (q, k, v) = (array(&data[0], qd)?, array(&data[1], kd)?, array(&data[2], kd)?);
+    let (q, k, v) = (
+        array(&data[0], qd)?,
+        array(&data[1], kd)?,
+        array(&data[2], kd)?,
+    );
     let op = ours.prepare(shape, &q, &k, &v)?;
     let bp = burn.prepare((qd, kd), data, shape.causal)?;
 
@@ -190,5 +201,9 @@ fn main() -> ExitCode {
         args.warmup,
         table(&rows)
     );
-    if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -2,8 +2,8 @@
 
 use ndarray::{Array4, ArrayD};
 use wgpu_attention::{
-    attention_gpu_into_async, kernel_path, Alignment, AttentionOptions, GpuContext, GpuOutputs,
-    GpuTensor, KernelPath,
+    Alignment, AttentionOptions, GpuContext, GpuOutputs, GpuTensor, KernelPath,
+    attention_gpu_into_async, kernel_path,
 };
 
 use crate::inputs::Shape;
@@ -45,7 +45,13 @@ impl Ours {
         format!("{} ({}, {})", info.name, info.driver, info.driver_info)
     }
 
-    pub fn prepare(&self, shape: &Shape, q: &Array4<f32>, k: &Array4<f32>, v: &Array4<f32>) -> Result<Prepared, String> {
+    pub fn prepare(
+        &self,
+        shape: &Shape,
+        q: &Array4<f32>,
+        k: &Array4<f32>,
+        v: &Array4<f32>,
+    ) -> Result<Prepared, String> {
         let up = |a: &Array4<f32>| {
             GpuTensor::from_array(&self.ctx, a.view().into_dyn()).map_err(|e| e.to_string())
         };
