@@ -1,6 +1,6 @@
 //! `wgpu-attention info`: what the machine offers and what the library takes from it.
 
-use wgpu_attention::{enumerate_adapters, GpuContext};
+use wgpu_attention::{enumerate_adapters, fused_key_budget, GpuContext};
 
 use super::exit::CliError;
 
@@ -90,6 +90,14 @@ pub fn run() -> Result<(), CliError> {
         );
     } else {
         println!("  subgroup size: n/a (no subgroup feature)");
+    }
+    // Some software drivers stop shader loops after a fixed count (Mesa 22's lavapipe
+    // after 65,535 iterations); there the fused kernel splits long key ranges.
+    match pollster::block_on(fused_key_budget(&ctx, 64))? {
+        None => println!("fused key loop per workgroup (f32, D 64): no limit"),
+        Some(keys) => println!(
+            "fused key loop per workgroup (f32, D 64): at most {keys} keys, longer key ranges are split"
+        ),
     }
     Ok(())
 }

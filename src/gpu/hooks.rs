@@ -1,4 +1,5 @@
-//! A way for tests to reach the device-error path on purpose. Not part of the API.
+//! Ways for tests (and `wgpu-attention info`) to see inside: the device-error path on
+//! purpose, the staged path's chunks, the probed loop budget. Not part of the API.
 
 use bytemuck::Zeroable;
 
@@ -6,10 +7,15 @@ use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{params_buffer, placeholder};
+use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::dispatch::{bind_group, range};
+use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
+use crate::gpu::tune::budget::key_budget;
+use crate::gpu::tune::fused_config;
+use crate::gpu::tune::zero_run::plain_problem;
 
 /// Records and submits one dispatch of a real kernel with one workgroup more than the
 /// device allows per dimension, inside the same error scopes every call uses, and
@@ -78,4 +84,20 @@ pub fn staged_plan_for_tests(
 #[doc(hidden)]
 pub fn force_subgroup_decode_for_tests(ctx: &GpuContext, d_split: Option<u32>) {
     crate::gpu::tune::force_subgroup_decode(ctx, d_split);
+}
+
+/// Keys one workgroup of the fused kernel may loop over on this context, for f32 inputs
+/// of head dim `dim` in the configuration an untuned call takes; `None` where the adapter
+/// showed no limit (see `tune/budget.rs`). Tells which drivers cap shader loops, and so
+/// whether long key ranges run in one pass or as merged ranges.
+///
+/// # Errors
+/// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when no fused
+/// configuration fits `dim` on this device; device errors while probing.
+#[doc(hidden)]
+pub async fn fused_key_budget(ctx: &GpuContext, dim: usize) -> Result<Option<u64>> {
+    ctx.check_alive()?;
+    let p = plain_problem([1, 1, 1, dim], [1, 1, dim], false, 0, false);
+    let cfg = fused_config(ctx, &p, Elem::F32).await?;
+    key_budget(ctx, &p, Elem::F32, FirstPass::Fused(cfg)).await
 }
