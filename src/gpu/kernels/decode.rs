@@ -5,7 +5,8 @@
 
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::{vec4s, BINDINGS};
+pub(crate) use crate::gpu::kernels::key_loop::vec4_reads;
+use crate::gpu::kernels::key_loop::{vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -99,17 +100,6 @@ impl DecodeCandidate {
         }
         None
     }
-}
-
-/// Whether K and V can be read four elements at a time: head dims that are multiples of
-/// 4, and binding windows that start on a multiple of 4 elements (the plan aligns them
-/// to the device's storage offset alignment).
-///
-/// Decided per call, not kept in a configuration: tuning classes bucket head dims (see
-/// [`vec4s`]), so one class holds both kinds.
-pub(crate) fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
-    let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
-    p.dim.is_multiple_of(4) && p.dim_v.is_multiple_of(4) && align.is_multiple_of(4 * elem.bytes())
 }
 
 impl DecodeKernel {

@@ -5,9 +5,9 @@
 //! same two ways of reading K and V.
 
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::kernels::decode::{vec4_reads, DecodeCandidate};
+use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::{vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;

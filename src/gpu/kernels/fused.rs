@@ -6,23 +6,10 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused_tiled::{self, TiledShape};
-use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+pub(crate) use crate::gpu::kernels::key_loop::{vec4s, BINDINGS};
+use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
-
-/// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
-/// decoding bind alike (decode.wgsl leaves lse unused).
-pub(crate) const BINDINGS: &[Binding] = &[
-    Binding::Uniform,
-    Binding::Read,      // q
-    Binding::Read,      // k
-    Binding::Read,      // v
-    Binding::Read,      // mask
-    Binding::Read,      // kv_lens
-    Binding::ReadWrite, // out, or the partials
-    Binding::ReadWrite, // lse
-    Binding::Uniform,   // split
-];
 
 /// Bindings: params, q, k, v, mask, kv_lens, out (or partials), lse, split.
 pub(crate) const SPEC: KernelSpec = KernelSpec {
@@ -48,18 +35,6 @@ pub(crate) const ROWS_MAX: u32 = 8;
 
 /// Largest D and Dv the kernel handles (one row of each lives in private memory).
 pub(crate) const MAX_DIM: usize = 4 * REG4 as usize;
-
-/// The vec4s a row of `dim` columns takes in the kernel: `ceil(dim / 4)` rounded up to a
-/// power of two up to 8, then to a multiple of 8, so that one pipeline serves several
-/// head dims (the padding is zeros).
-pub(crate) fn vec4s(dim: usize) -> u32 {
-    let n = dim.div_ceil(4).max(1) as u32;
-    if n <= 8 {
-        n.next_power_of_two()
-    } else {
-        n.next_multiple_of(8)
-    }
-}
 
 /// One set of override constants: invocations per workgroup, rows per invocation, keys
 /// per K/V tile; with `tiled`, the kernel is fused_tiled.wgsl in that shape (and `wg`,

@@ -12,9 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::{vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::problem::Problem;
 

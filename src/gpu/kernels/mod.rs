@@ -8,6 +8,7 @@ pub(crate) mod dispatch;
 pub(crate) mod elem;
 pub(crate) mod fused;
 pub(crate) mod fused_tiled;
+pub(crate) mod key_loop;
 pub(crate) mod launch;
 pub(crate) mod linear;
 pub(crate) mod params;

@@ -1,0 +1,46 @@
+//! What the key-loop kernels (fused.wgsl, fused_tiled.wgsl, decode.wgsl and
+//! decode_subgroup.wgsl) share on the host: their bindings, how head dims round to vec4s,
+//! and when K and V may be read four elements at a time. A leaf, so that the kernels'
+//! launchers import it and never each other in a loop.
+
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::pipelines::Binding;
+use crate::problem::Problem;
+
+/// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
+/// decoding bind alike (decode.wgsl leaves lse unused).
+pub(crate) const BINDINGS: &[Binding] = &[
+    Binding::Uniform,
+    Binding::Read,      // q
+    Binding::Read,      // k
+    Binding::Read,      // v
+    Binding::Read,      // mask
+    Binding::Read,      // kv_lens
+    Binding::ReadWrite, // out, or the partials
+    Binding::ReadWrite, // lse
+    Binding::Uniform,   // split
+];
+
+/// The vec4s a row of `dim` columns takes in the kernel: `ceil(dim / 4)` rounded up to a
+/// power of two up to 8, then to a multiple of 8, so that one pipeline serves several
+/// head dims (the padding is zeros).
+pub(crate) fn vec4s(dim: usize) -> u32 {
+    let n = dim.div_ceil(4).max(1) as u32;
+    if n <= 8 {
+        n.next_power_of_two()
+    } else {
+        n.next_multiple_of(8)
+    }
+}
+
+/// Whether K and V can be read four elements at a time: head dims that are multiples of
+/// 4, and binding windows that start on a multiple of 4 elements (the plan aligns them
+/// to the device's storage offset alignment).
+///
+/// Decided per call, not kept in a configuration: tuning classes bucket head dims (see
+/// [`vec4s`]), so one class holds both kinds.
+pub(crate) fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
+    let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
+    p.dim.is_multiple_of(4) && p.dim_v.is_multiple_of(4) && align.is_multiple_of(4 * elem.bytes())
+}
