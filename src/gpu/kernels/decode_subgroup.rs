@@ -7,7 +7,7 @@
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{pick_spec, vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -154,12 +154,7 @@ impl SubgroupDecodeKernel {
 
     /// The kernel for `p` with q, k and v stored as `elem`.
     pub(crate) fn spec(ctx: &GpuContext, p: &Problem, elem: Elem) -> &'static KernelSpec {
-        match (elem, vec4_reads(ctx, p, elem)) {
-            (Elem::F32, false) => &SPEC,
-            (Elem::F32, true) => &SPEC_VEC4,
-            (Elem::F16, false) => &SPEC_F16,
-            (Elem::F16, true) => &SPEC_VEC4_F16,
-        }
+        pick_spec(ctx, p, elem, [&SPEC, &SPEC_VEC4, &SPEC_F16, &SPEC_VEC4_F16])
     }
 
     /// The override constants.

@@ -5,7 +5,7 @@
 
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::pipelines::Binding;
+use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::problem::Problem;
 
 /// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
@@ -43,4 +43,21 @@ pub(crate) fn vec4s(dim: usize) -> u32 {
 pub(crate) fn vec4_reads(ctx: &GpuContext, p: &Problem, elem: Elem) -> bool {
     let align = u64::from(ctx.limits.min_storage_buffer_offset_alignment);
     p.dim.is_multiple_of(4) && p.dim_v.is_multiple_of(4) && align.is_multiple_of(4 * elem.bytes())
+}
+
+/// The kernel for `p` with q, k and v stored as `elem`, among a kernel's four builds:
+/// (f32, f32 with vec4 K/V reads, f16, f16 with vec4 K/V reads).
+pub(crate) fn pick_spec(
+    ctx: &GpuContext,
+    p: &Problem,
+    elem: Elem,
+    specs: [&'static KernelSpec; 4],
+) -> &'static KernelSpec {
+    let [f32, f32_vec4, f16, f16_vec4] = specs;
+    match (elem, vec4_reads(ctx, p, elem)) {
+        (Elem::F32, false) => f32,
+        (Elem::F32, true) => f32_vec4,
+        (Elem::F16, false) => f16,
+        (Elem::F16, true) => f16_vec4,
+    }
 }
