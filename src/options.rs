@@ -75,7 +75,7 @@ pub enum KernelPath {
 
 /// Which kernel serves the fused path (and the fused kernel's share of split-KV), set per
 /// context with [`crate::GpuContext::set_fused_kernel`] or natively with
-/// `WGPU_ATTENTION_KERNEL=rows|tiled|auto` in the environment. Results are the same
+/// `WGPU_ATTENTION_KERNEL=rows|tiled|lanes|auto` in the environment. Results are the same
 /// either way; only speed differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum FusedKernel {
@@ -88,6 +88,11 @@ pub enum FusedKernel {
     /// `fused_tiled.wgsl`: GEMM micro-tiles over a 64-row block. Where no tiled
     /// configuration fits the device (workgroup memory), the row kernel serves.
     Tiled,
+    /// `fused_lanes.wgsl`: one subgroup per workgroup, keys shared across lanes by
+    /// subgroup broadcasts, for adapters whose subgroups are a CPU's SIMD lanes (a fixed
+    /// subgroup size of 4, 8 or 16, D and Dv up to 128). Where it does not fit, the
+    /// other kernels serve.
+    Lanes,
 }
 
 impl FusedKernel {
@@ -101,6 +106,7 @@ impl FusedKernel {
             .find_map(|name| match name.trim() {
                 "rows" => Some(FusedKernel::Rows),
                 "tiled" => Some(FusedKernel::Tiled),
+                "lanes" => Some(FusedKernel::Lanes),
                 _ => None,
             })
             .unwrap_or(FusedKernel::Auto)

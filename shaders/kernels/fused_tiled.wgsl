@@ -27,10 +27,6 @@
 // per output chunk n < NV, so that micro-tiles are named variables: no private array is
 // indexed at run time, and every loop has a constant trip count.
 
-// The output (B, Hq, Lq, Dv) window, or with PARTIAL the partials.
-@group(0) @binding(6) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(7) var<storage, read_write> lse: array<f32>;
-
 // Key groups: invocations sharing a row; the workgroup has 16 * KG invocations and
 // 4 * KG keys per tile. A power of two.
 override KG: u32 = 8u;
@@ -69,22 +65,6 @@ var<workgroup> sg_flag: u32;
 // fused.wgsl.
 var<workgroup> v_nonfinite: array<atomic<u32>, 2>;
 
-fn all_finite(x: vec4<f32>) -> bool {
-    return all((bitcast<vec4<u32>>(x) & vec4(0x7f800000u)) != vec4(0x7f800000u));
-}
-
-fn nan4(x: vec4<f32>) -> vec4<bool> {
-    return (bitcast<vec4<u32>>(x) & vec4(0x7fffffffu)) > vec4(0x7f800000u);
-}
-
-fn hmax(x: vec4<f32>) -> f32 {
-    return max(max(x.x, x.y), max(x.z, x.w));
-}
-
-fn hsum(x: vec4<f32>) -> f32 {
-    return (x.x + x.y) + (x.z + x.w);
-}
-
 // Per-row values of one invocation (component r for row rg + 16 r) reduced over the KG
 // invocations of its row group through workgroup memory; `take_max` picks max over sum.
 // Called by every invocation (it has barriers).
@@ -102,77 +82,6 @@ fn reduce_shared(x: vec4<f32>, rg: u32, kg: u32, take_max: bool) -> vec4<f32> {
 
 // As reduce_shared, with subgroup shuffles; only when the check in main passed.
 SG_FN
-
-// One row's four keys through the masking rule: `s` holds the scaled scores of keys
-// key0 + KG c (in natural units where the mask is additive); rows or keys past what exists are not allowed.
-fn mask4(live: bool, bh: u32, i: u32, key0: u32, kend: i32, s: vec4<f32>) -> vec4<f32> {
-    var x = vec4(neg_inf());
-    if live {
-        if i32(key0) < kend {
-            x.x = masked_logit(bh, i, key0, s.x);
-        }
-        if i32(key0 + KG) < kend {
-            x.y = masked_logit(bh, i, key0 + KG, s.y);
-        }
-        if i32(key0 + 2u * KG) < kend {
-            x.z = masked_logit(bh, i, key0 + 2u * KG, s.z);
-        }
-        if i32(key0 + 3u * KG) < kend {
-            x.w = masked_logit(bh, i, key0 + 3u * KG, s.w);
-        }
-    }
-    return x;
-}
-
-// Writes columns 4 * c4 .. 4 * c4 + 3 of an output row (those below Dv).
-fn store4(base: u32, c4: u32, y: vec4<f32>) {
-    let e = 4u * c4;
-    if e < params.dim_v {
-        dst[base + e] = y.x;
-    }
-    if e + 1u < params.dim_v {
-        dst[base + e + 1u] = y.y;
-    }
-    if e + 2u < params.dim_v {
-        dst[base + e + 2u] = y.z;
-    }
-    if e + 3u < params.dim_v {
-        dst[base + e + 3u] = y.w;
-    }
-}
-
-fn finish4(y: vec4<f32>, bad: bool, empty: bool) -> vec4<f32> {
-    return vec4(
-        finish_out(y.x, bad, empty),
-        finish_out(y.y, bad, empty),
-        finish_out(y.z, bad, empty),
-        finish_out(y.w, bad, empty),
-    );
-}
-
-// Q columns 4 * d4 .. of row t of the workgroup's rows (zeros past the rows and past D).
-fn load_q4(t: u32, nrows: u32, heads_lo: u32, nh: u32, d4: u32) -> vec4<f32> {
-    var x = vec4(0.0);
-    if t < nrows {
-        let row = row_of(t, heads_lo, nh);
-        let base = (row.bh * params.len_q + params.row_start + row.lrow) * params.dim
-            - params.q_base;
-        let d = 4u * d4;
-        if d < params.dim {
-            x.x = f32(q[base + d]);
-        }
-        if d + 1u < params.dim {
-            x.y = f32(q[base + d + 1u]);
-        }
-        if d + 2u < params.dim {
-            x.z = f32(q[base + d + 2u]);
-        }
-        if d + 3u < params.dim {
-            x.w = f32(q[base + d + 3u]);
-        }
-    }
-    return x;
-}
 
 @compute @workgroup_size(16u * KG)
 fn main(
@@ -312,10 +221,10 @@ SG_CHECK
         } else {
             let i0 = params.row_start;
             let key0 = j0 + kg;
-            s0 = mask4(t_0 < nrows, row0.bh, i0 + row0.lrow, key0, kend, s0 * scale2);
-            s1 = mask4(t_1 < nrows, row1.bh, i0 + row1.lrow, key0, kend, s1 * scale2);
-            s2 = mask4(t_2 < nrows, row2.bh, i0 + row2.lrow, key0, kend, s2 * scale2);
-            s3 = mask4(t_3 < nrows, row3.bh, i0 + row3.lrow, key0, kend, s3 * scale2);
+            s0 = mask4(t_0 < nrows, row0.bh, i0 + row0.lrow, key0, KG, kend, s0 * scale2);
+            s1 = mask4(t_1 < nrows, row1.bh, i0 + row1.lrow, key0, KG, kend, s1 * scale2);
+            s2 = mask4(t_2 < nrows, row2.bh, i0 + row2.lrow, key0, KG, kend, s2 * scale2);
+            s3 = mask4(t_3 < nrows, row3.bh, i0 + row3.lrow, key0, KG, kend, s3 * scale2);
         }
 
         // A NaN or +inf logit makes its row NaN; it takes no part in the maximum.

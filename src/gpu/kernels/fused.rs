@@ -5,6 +5,7 @@
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::fused_lanes::{self, LanesShape};
 use crate::gpu::kernels::fused_tiled::{self, TiledShape};
 pub(crate) use crate::gpu::kernels::key_loop::{vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
@@ -36,23 +37,36 @@ pub(crate) const ROWS_MAX: u32 = 8;
 /// Largest D and Dv the kernel handles (one row of each lives in private memory).
 pub(crate) const MAX_DIM: usize = 4 * REG4 as usize;
 
+/// Which kernel a fused configuration runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum FusedKind {
+    /// fused.wgsl: each invocation owns whole query rows.
+    Rows,
+    /// fused_tiled.wgsl in that shape.
+    Tiled(TiledShape),
+    /// fused_lanes.wgsl in that shape.
+    Lanes(LanesShape),
+}
+
 /// One set of override constants: invocations per workgroup, rows per invocation, keys
-/// per K/V tile; with `tiled`, the kernel is fused_tiled.wgsl in that shape (and `wg`,
-/// `keys` are its invocations and keys per tile).
+/// per K/V tile, and the kernel (for the tiled and lanes kernels `wg` and `keys` are
+/// their invocations and keys per tile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct FusedConfig {
     pub wg: u32,
     pub rows: u32,
     pub keys: u32,
-    pub tiled: Option<TiledShape>,
+    pub kind: FusedKind,
 }
 
 impl FusedConfig {
     /// Whether this configuration can run `p` on this device: private arrays, workgroup
     /// memory and workgroup size all within bounds.
     pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
-        if let Some(t) = &self.tiled {
-            return t.fits(ctx, p);
+        match &self.kind {
+            FusedKind::Tiled(t) => return t.fits(ctx, p),
+            FusedKind::Lanes(s) => return s.fits(ctx, p),
+            FusedKind::Rows => {}
         }
         let (d4, dv4) = (u64::from(vec4s(p.dim)), u64::from(vec4s(p.dim_v)));
         let shared = u64::from(self.keys) * (d4 + dv4) * 16 + 16;
@@ -70,8 +84,10 @@ impl FusedConfig {
 
     /// The override constants for `p`; `partial` for the first pass of decoding.
     pub(crate) fn constants(&self, p: &Problem, partial: bool) -> Vec<(&'static str, f64)> {
-        if let Some(t) = &self.tiled {
-            return t.constants(p, partial);
+        match &self.kind {
+            FusedKind::Tiled(t) => return t.constants(p, partial),
+            FusedKind::Lanes(s) => return s.constants(partial),
+            FusedKind::Rows => {}
         }
         vec![
             ("WG", f64::from(self.wg)),
@@ -85,18 +101,20 @@ impl FusedConfig {
 
     /// Rows one workgroup covers.
     pub(crate) fn tile_rows(&self) -> u64 {
-        match self.tiled {
-            Some(_) => fused_tiled::ROWS,
-            None => u64::from(self.wg) * u64::from(self.rows),
+        match &self.kind {
+            FusedKind::Tiled(_) => fused_tiled::ROWS,
+            FusedKind::Lanes(s) => s.tile_rows(),
+            FusedKind::Rows => u64::from(self.wg) * u64::from(self.rows),
         }
     }
 
     /// The kernel for `p` with q, k and v stored as `elem`.
     pub(crate) fn spec(&self, ctx: &GpuContext, p: &Problem, elem: Elem) -> &'static KernelSpec {
-        match (&self.tiled, elem) {
-            (Some(t), _) => fused_tiled::spec(t.variant(ctx, p, elem)),
-            (None, Elem::F32) => &SPEC,
-            (None, Elem::F16) => &SPEC_F16,
+        match (&self.kind, elem) {
+            (FusedKind::Tiled(t), _) => fused_tiled::spec(t.variant(ctx, p, elem)),
+            (FusedKind::Lanes(s), _) => fused_lanes::spec(s.variant(ctx, p, elem)),
+            (FusedKind::Rows, Elem::F32) => &SPEC,
+            (FusedKind::Rows, Elem::F16) => &SPEC_F16,
         }
     }
 }

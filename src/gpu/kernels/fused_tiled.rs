@@ -208,6 +208,7 @@ pub(crate) fn source(v: Variant) -> String {
         include_str!("../../../shaders/prelude/launch.wgsl"),
         include_str!("../../../shaders/prelude/tile.wgsl"),
         kv,
+        include_str!("../../../shaders/prelude/rows4.wgsl"),
     ] {
         out.push_str(part);
     }

@@ -7,6 +7,7 @@ pub(crate) mod decode_subgroup;
 pub(crate) mod dispatch;
 pub(crate) mod elem;
 pub(crate) mod fused;
+pub(crate) mod fused_lanes;
 pub(crate) mod fused_tiled;
 pub(crate) mod key_loop;
 pub(crate) mod launch;

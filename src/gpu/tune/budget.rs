@@ -16,7 +16,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::vec4s;
+use crate::gpu::kernels::fused::{vec4s, FusedKind};
 use crate::problem::Problem;
 
 /// What a budget depends on: the pipeline (configuration, head dims, storage type).
@@ -35,7 +35,7 @@ pub(crate) struct BudgetKey {
 fn reads_vec4(pass: FirstPass) -> bool {
     match pass {
         FirstPass::Decode(_) | FirstPass::SubgroupDecode(_) => true,
-        FirstPass::Fused(c) => c.tiled.is_some(),
+        FirstPass::Fused(c) => !matches!(c.kind, FusedKind::Rows),
     }
 }
 

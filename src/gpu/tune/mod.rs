@@ -23,7 +23,8 @@ use crate::gpu::forward::resolve;
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice, SubgroupDecodeCandidate};
-use crate::gpu::kernels::fused::{vec4s, FusedConfig};
+use crate::gpu::kernels::fused::{vec4s, FusedConfig, FusedKind};
+use crate::gpu::kernels::fused_lanes::LanesShape;
 use crate::gpu::kernels::fused_tiled::TiledShape;
 use crate::options::FusedKernel;
 use crate::problem::Problem;
@@ -33,7 +34,7 @@ const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
         wg,
         rows,
         keys,
-        tiled: None,
+        kind: FusedKind::Rows,
     }
 }
 
@@ -44,12 +45,23 @@ const fn tiled(kg: u32, dc4: u32, subgroups: bool, row_fast: bool) -> FusedConfi
         wg: 16 * kg,
         rows: 4,
         keys: 4 * kg,
-        tiled: Some(TiledShape {
+        kind: FusedKind::Tiled(TiledShape {
             kg,
             dc4,
             subgroups,
             row_fast,
         }),
+    }
+}
+
+/// A fused_lanes.wgsl configuration: the subgroup size it is built for (one subgroup per
+/// workgroup, keys per block) and query rows per invocation.
+const fn lanes(sg: u32, rows: u32) -> FusedConfig {
+    FusedConfig {
+        wg: sg,
+        rows,
+        keys: sg,
+        kind: FusedKind::Lanes(LanesShape { sg, rows }),
     }
 }
 
@@ -73,6 +85,12 @@ pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
     fused(64, 1, 16),
     fused(64, 1, 8),
     fused(32, 1, 4),
+    lanes(8, 8),
+    lanes(8, 4),
+    lanes(4, 8),
+    lanes(4, 4),
+    lanes(16, 4),
+    lanes(16, 2),
 ];
 
 const fn decode(
@@ -127,14 +145,14 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 ];
 
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
-/// on lavapipe, where every lane's load is its own scalar load: the tiled kernel with
-/// row groups on neighbouring invocations (SIMD lanes are rows there, sharing each K and
-/// V read), and the row kernel with many rows per invocation; for decoding q rows in
-/// private memory, V prefetched, and few key ranges (few cores to fill). The tuner
-/// times the first four that fit. Untuned calls (the web, the GL backend, any call with
-/// tuning off) take the row kernel, the one longest tested on every backend; tuning
-/// lets the tiled shapes win where they measure faster.
-const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7];
+/// on lavapipe, where every lane's load from memory is its own scalar load and a
+/// subgroup broadcast is a register shuffle: first the lanes kernel (only the shapes
+/// built for the adapter's subgroup size fit, and only where its subgroups are fixed:
+/// not on the web, nor the GL backend), then the row kernel with many rows per
+/// invocation and the tiled kernel with row groups on neighbouring invocations; for
+/// decoding q rows in private memory, V prefetched, and few key ranges (few cores to
+/// fill). The tuner times the first four that fit; untuned calls take the first.
+const FUSED_CPU_FIRST: &[usize] = &[15, 16, 17, 18, 19, 20, 10, 11, 5, 6, 7];
 const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
 /// CPU adapters have few cores to fill: few key ranges.
 const SUBGROUP_DECODE_CPU_FIRST: &[usize] = &[3, 4];
@@ -264,8 +282,9 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
         .collect();
     let wanted = |c: &FusedConfig| match kernel {
         FusedKernel::Auto => true,
-        FusedKernel::Rows => c.tiled.is_none(),
-        FusedKernel::Tiled => c.tiled.is_some(),
+        FusedKernel::Rows => c.kind == FusedKind::Rows,
+        FusedKernel::Tiled => matches!(c.kind, FusedKind::Tiled(_)),
+        FusedKernel::Lanes => matches!(c.kind, FusedKind::Lanes(_)),
     };
     let mut fitting: Vec<FusedConfig> = all.iter().copied().filter(wanted).take(TIMED).collect();
     // Forced onto the tiled kernel where none of its configurations fits: the row kernel.

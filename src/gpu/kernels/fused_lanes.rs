@@ -1,0 +1,366 @@
+//! Launcher for `shaders/kernels/fused_lanes.wgsl`: the fused flash-attention kernel for
+//! adapters whose subgroups are a CPU's SIMD lanes (lavapipe, SwiftShader). A workgroup
+//! is one subgroup; each invocation owns `rows` query rows; keys are shared across lanes
+//! by subgroup broadcasts. Same bindings, options and partial output as fused.wgsl.
+//!
+//! The kernel's `main` is written here per variant: the loops over rows, over the keys
+//! of a block and over vec4 columns are unrolled into named variables, which is what
+//! keeps everything but the key loop in SIMD registers on those drivers.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::kernels::decode_subgroup::subgroup_sizes;
+use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
+use crate::gpu::kernels::pipelines::KernelSpec;
+use crate::problem::Problem;
+
+/// Largest D and Dv the kernel handles (its rows are unrolled in the source).
+pub(crate) const MAX_DIM: usize = 128;
+
+/// Subgroup sizes the kernel is offered for: the lanes of a workgroup, and the keys of
+/// one block.
+const SIZES: [u32; 3] = [4, 8, 16];
+
+/// vec4s of Q (or of the output) one invocation may hold: rows x vec4s of a row.
+const MAX_REG4: u32 = 128;
+
+/// One configuration: the subgroup size it is built for (it fits only where the
+/// adapter's subgroups are exactly that wide) and query rows per invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct LanesShape {
+    pub sg: u32,
+    pub rows: u32,
+}
+
+/// Which source a pipeline is built from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Variant {
+    pub elem: Elem,
+    /// K and V read as vec4s (`kv_vec4.wgsl`), else one element at a time.
+    pub vec4: bool,
+    pub sg: u32,
+    pub rows: u32,
+    /// vec4s of a Q/K row and of a V/output row (see [`vec4s`]).
+    pub d4: u32,
+    pub dv4: u32,
+}
+
+/// The adapter's subgroup size where it is fixed (smallest and largest agree) and one
+/// the kernel is built for; `None` without subgroups (and on the web, where shaders
+/// cannot enable them yet).
+pub(crate) fn lanes_size(ctx: &GpuContext) -> Option<u32> {
+    let (lo, hi) = subgroup_sizes(ctx)?;
+    (lo == hi && SIZES.contains(&lo)).then_some(lo)
+}
+
+impl LanesShape {
+    /// Whether this shape can run `p` on this device: the adapter's fixed subgroup size
+    /// is `sg`, head dims within [`MAX_DIM`], the rows' registers within bounds.
+    pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
+        let l = &ctx.limits;
+        let widest = vec4s(p.dim).max(vec4s(p.dim_v));
+        lanes_size(ctx) == Some(self.sg)
+            && p.dim <= MAX_DIM
+            && p.dim_v <= MAX_DIM
+            && self.rows >= 1
+            && self.rows * widest <= MAX_REG4
+            && self.sg <= l.max_compute_invocations_per_workgroup
+            && self.sg <= l.max_compute_workgroup_size_x
+    }
+
+    /// The override constants; `partial` for the first pass of split-KV.
+    pub(crate) fn constants(&self, partial: bool) -> Vec<(&'static str, f64)> {
+        vec![("PARTIAL", if partial { 1.0 } else { 0.0 })]
+    }
+
+    /// Rows one workgroup covers.
+    pub(crate) fn tile_rows(&self) -> u64 {
+        u64::from(self.sg) * u64::from(self.rows)
+    }
+
+    /// The source variant for `p` with q, k and v stored as `elem`.
+    pub(crate) fn variant(&self, ctx: &GpuContext, p: &Problem, elem: Elem) -> Variant {
+        Variant {
+            elem,
+            vec4: vec4_reads(ctx, p, elem),
+            sg: self.sg,
+            rows: self.rows,
+            d4: vec4s(p.dim),
+            dv4: vec4s(p.dim_v),
+        }
+    }
+}
+
+/// The kernel of `variant`, generated on first use and kept for the process.
+pub(crate) fn spec(variant: Variant) -> &'static KernelSpec {
+    static SPECS: OnceLock<Mutex<HashMap<Variant, &'static KernelSpec>>> = OnceLock::new();
+    let specs = SPECS.get_or_init(Default::default);
+    let mut specs = specs.lock().unwrap_or_else(|e| e.into_inner());
+    specs.entry(variant).or_insert_with(|| {
+        let name = format!(
+            "fused_lanes_{}{}_sg{}_r{}_d{}_dv{}",
+            match variant.elem {
+                Elem::F32 => "f32",
+                Elem::F16 => "f16",
+            },
+            if variant.vec4 { "_vec4" } else { "" },
+            variant.sg,
+            variant.rows,
+            variant.d4,
+            variant.dv4,
+        );
+        Box::leak(Box::new(KernelSpec {
+            name: Box::leak(name.into_boxed_str()),
+            source: Box::leak(source(variant).into_boxed_str()),
+            bindings: BINDINGS,
+            trusted: true,
+        }))
+    })
+}
+
+const KERNEL: &str = include_str!("../../../shaders/kernels/fused_lanes.wgsl");
+
+/// The full source of `v`: the preludes fused_tiled.wgsl takes, then the kernel with
+/// its `main`.
+pub(crate) fn source(v: Variant) -> String {
+    let elem = match v.elem {
+        Elem::F32 => include_str!("../../../shaders/prelude/elem_f32.wgsl"),
+        Elem::F16 => include_str!("../../../shaders/prelude/elem_f16.wgsl"),
+    };
+    let kv = if v.vec4 {
+        include_str!("../../../shaders/prelude/kv_vec4.wgsl")
+    } else {
+        include_str!("../../../shaders/prelude/kv_scalar.wgsl")
+    };
+    let mut out = String::new();
+    for part in [
+        elem,
+        include_str!("../../../shaders/prelude/common.wgsl"),
+        include_str!("../../../shaders/prelude/masking.wgsl"),
+        include_str!("../../../shaders/prelude/launch.wgsl"),
+        include_str!("../../../shaders/prelude/tile.wgsl"),
+        kv,
+        include_str!("../../../shaders/prelude/rows4.wgsl"),
+    ] {
+        out.push_str(part);
+    }
+    out.push_str(&KERNEL.replace("MAIN", &main_fn(v)));
+    out
+}
+
+/// `n` terms joined by `sep`, each from `f`.
+fn join(n: u32, sep: &str, f: impl Fn(u32) -> String) -> String {
+    (0..n).map(f).collect::<Vec<_>>().join(sep)
+}
+
+/// The component of a vec4 by index.
+fn comp(i: u32) -> char {
+    ['x', 'y', 'z', 'w'][(i % 4) as usize]
+}
+
+/// The kernel's entry point for `v`, every loop but the key loop unrolled.
+fn main_fn(v: Variant) -> String {
+    let (sg, rows, d4, dv4) = (v.sg, v.rows, v.d4, v.dv4);
+    let groups = sg / 4;
+    let mut s = String::new();
+    let mut w = |line: String| {
+        s.push_str(&line);
+        s.push('\n');
+    };
+    w(format!("const SG: u32 = {sg}u;"));
+    w(format!("const ROWS: u32 = {}u;", sg * rows));
+    w(String::new());
+    w(format!("@compute @workgroup_size({sg})"));
+    w("fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) li: u32,
+    @builtin(subgroup_size) sg_size: u32,
+    @builtin(subgroup_invocation_id) sg_id: u32,
+) {
+    let tile = tile_of(linear_workgroup(wid, nwg), ROWS);
+    // Uniform across the workgroup.
+    if !tile.valid {
+        return;
+    }
+    // Broadcasts from lane c must read invocation c's values: one subgroup, in order.
+    let lanes_ok = subgroupAll(sg_size == SG && sg_id == li);
+    let kv_len = batch_len_k(tile.b);
+    let keys = key_range(tile, ROWS, kv_len);
+    let kend = keys.kend;
+    let no_mask = params.mask_kind == MASK_NONE;
+    let ninf = neg_inf();
+    let pinf = -ninf;
+    // This invocation's rows: li + SG r."
+        .into());
+    for r in 0..rows {
+        w(format!("    let t{r} = tile.t0 + li + {r}u * SG;"));
+        w(format!("    let row{r} = row_of(t{r}, tile.heads_lo, tile.nh);"));
+        w(format!("    let live{r} = t{r} < tile.nrows;"));
+        w(format!("    let i{r} = params.row_start + row{r}.lrow;"));
+        for d in 0..d4 {
+            w(format!(
+                "    let q{r}_{d} = load_q4(t{r}, tile.nrows, tile.heads_lo, tile.nh, {d}u);"
+            ));
+        }
+        for e in 0..dv4 {
+            w(format!("    var o{r}_{e} = vec4(0.0);"));
+        }
+        w(format!("    var m{r} = ninf;"));
+        w(format!("    var l{r} = 0.0;"));
+        w(format!("    var bad{r} = false;"));
+    }
+    w("    let kbase = tile.kv * params.len_k;
+    // As in fused.wgsl: blocks start on an SG boundary at or below lo, within the split.
+    for (var j0 = u32(max(keys.lo, 0) / i32(SG)) * SG; i32(j0) < keys.hi; j0 += SG) {
+        // This lane loads key j0 + li; keys past the split, the batch's length or Lk
+        // load as zeros and are masked below."
+        .into());
+    w("        let kj = j0 + li;".into());
+    for d in 0..d4 {
+        w(format!("        var k_{d} = vec4(0.0);"));
+    }
+    for e in 0..dv4 {
+        w(format!("        var v_{e} = vec4(0.0);"));
+    }
+    w("        if i32(kj) < kend {".into());
+    for d in 0..d4 {
+        w(format!("            k_{d} = load_k4(kbase + kj, {d}u);"));
+    }
+    for e in 0..dv4 {
+        w(format!("            v_{e} = load_v4(kbase + kj, {e}u);"));
+    }
+    w("        }".into());
+    w("        // Scores of every row against key j0 + c, K taken from lane c.".into());
+    for c in 0..sg {
+        for d in 0..d4 {
+            w(format!("        let kc{c}_{d} = subgroupBroadcast(k_{d}, {c}u);"));
+        }
+        for r in 0..rows {
+            let mut acc = format!("q{r}_0 * kc{c}_0");
+            for d in 1..d4 {
+                acc = format!("fma(q{r}_{d}, kc{c}_{d}, {acc})");
+            }
+            w(format!("        let a{r}_{c} = {acc};"));
+        }
+    }
+    for r in 0..rows {
+        for g in 0..groups {
+            let sums = join(4, ", ", |i| format!("hsum(a{r}_{})", 4 * g + i));
+            w(format!("        var x{r}_{g} = vec4({sums}) * params.scale;"));
+        }
+    }
+    w("        // Blocks every row may wholly attend skip the masking rule.
+        let full = no_mask && i32(j0) >= keys.full_lo && i32(j0 + SG) <= keys.full_hi;
+        if !full {"
+        .into());
+    for r in 0..rows {
+        for g in 0..groups {
+            w(format!(
+                "            x{r}_{g} = mask4(live{r}, row{r}.bh, i{r}, j0 + {}u, 1u, kend, x{r}_{g});",
+                4 * g
+            ));
+        }
+    }
+    w("        }".into());
+    w("        // A NaN or +inf logit makes its row NaN; it takes no part in the maximum.".into());
+    for r in 0..rows {
+        for g in 0..groups {
+            w(format!(
+                "        let b{r}_{g} = nan4(x{r}_{g}) | (x{r}_{g} == vec4(pinf));"
+            ));
+        }
+        let any = join(groups, " || ", |g| format!("any(b{r}_{g})"));
+        w(format!("        bad{r} = bad{r} || {any};"));
+        let mut mx = format!("hmax(select(x{r}_0, vec4(ninf), b{r}_0))");
+        for g in 1..groups {
+            mx = format!("max({mx}, hmax(select(x{r}_{g}, vec4(ninf), b{r}_{g})))");
+        }
+        w(format!("        let mn{r} = max(m{r}, {mx});"));
+        w(format!("        let none{r} = is_neg_inf(mn{r});"));
+        w(format!(
+            "        let al{r} = select(exp2((m{r} - mn{r}) * LOG2E), 1.0, none{r});"
+        ));
+        for g in 0..groups {
+            w(format!(
+                "        let p{r}_{g} = probs4(x{r}_{g}, mn{r}, none{r});"
+            ));
+        }
+        let sums = join(groups, " + ", |g| format!("hsum(p{r}_{g})"));
+        w(format!("        l{r} = l{r} * al{r} + ({sums});"));
+        w(format!("        m{r} = mn{r};"));
+    }
+    w("        // Out += P · V, V taken from lane c.".into());
+    let finite = join(dv4, " && ", |e| format!("all_finite(v_{e})"));
+    w(format!("        let v_clean = subgroupAll({finite});"));
+    for c in 0..sg {
+        for e in 0..dv4 {
+            w(format!("        let vc{c}_{e} = subgroupBroadcast(v_{e}, {c}u);"));
+        }
+    }
+    let weight = |r: u32, c: u32| format!("p{r}_{}.{}", c / 4, comp(c));
+    w("        if v_clean {".into());
+    for r in 0..rows {
+        for e in 0..dv4 {
+            let mut acc = format!("o{r}_{e} * al{r}");
+            for c in 0..sg {
+                acc = format!("fma(vec4({}), vc{c}_{e}, {acc})", weight(r, c));
+            }
+            w(format!("            o{r}_{e} = {acc};"));
+        }
+    }
+    w("        } else {".into());
+    w("            // A NaN or infinity in V: keys of weight exactly 0 add nothing.".into());
+    for r in 0..rows {
+        for e in 0..dv4 {
+            let mut acc = format!("o{r}_{e} * al{r}");
+            for c in 0..sg {
+                acc = format!("add_guarded({acc}, {}, vc{c}_{e})", weight(r, c));
+            }
+            w(format!("            o{r}_{e} = {acc};"));
+        }
+    }
+    w("        }".into());
+    w("    }".into());
+    w("    // Rows past the tile's rows are not written.".into());
+    for r in 0..rows {
+        w(format!("    if live{r} {{"));
+        w(format!("        let bad = bad{r} || !lanes_ok;"));
+        w(format!("        let empty = is_neg_inf(m{r});"));
+        for e in 0..dv4 {
+            w(format!(
+                "        store_chunk(row{r}, tile.sidx, {e}u, m{r}, l{r}, bad, empty, o{r}_{e});"
+            ));
+        }
+        w("    }".into());
+    }
+    w("}".into());
+    s
+}
+
+/// A variant of each kind, for validation without a GPU: both storage types, both K/V
+/// readings, every subgroup size, small and large rows.
+#[cfg(test)]
+pub(crate) fn all_variants() -> Vec<Variant> {
+    let mut all = Vec::new();
+    for elem in [Elem::F32, Elem::F16] {
+        for vec4 in [false, true] {
+            for sg in SIZES {
+                for (rows, d4, dv4) in [(4, 16, 16), (8, 16, 16), (4, 32, 32), (2, 1, 8), (1, 8, 2)] {
+                    all.push(Variant {
+                        elem,
+                        vec4,
+                        sg,
+                        rows,
+                        d4,
+                        dv4,
+                    });
+                }
+            }
+        }
+    }
+    all
+}
