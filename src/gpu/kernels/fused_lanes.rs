@@ -198,7 +198,9 @@ fn main_fn(v: Variant) -> String {
         .into());
     for r in 0..rows {
         w(format!("    let t{r} = tile.t0 + li + {r}u * SG;"));
-        w(format!("    let row{r} = row_of(t{r}, tile.heads_lo, tile.nh);"));
+        w(format!(
+            "    let row{r} = row_of(t{r}, tile.heads_lo, tile.nh);"
+        ));
         w(format!("    let live{r} = t{r} < tile.nrows;"));
         w(format!("    let i{r} = params.row_start + row{r}.lrow;"));
         for d in 0..d4 {
@@ -215,48 +217,17 @@ fn main_fn(v: Variant) -> String {
     }
     w("    let kbase = tile.kv * params.len_k;
     // As in fused.wgsl: blocks start on an SG boundary at or below lo, within the split.
-    for (var j0 = u32(max(keys.lo, 0) / i32(SG)) * SG; i32(j0) < keys.hi; j0 += SG) {
-        // This lane loads key j0 + li; keys past the split, the batch's length or Lk
-        // load as zeros and are masked below."
+    var j0 = u32(max(keys.lo, 0) / i32(SG)) * SG;
+    // Blocks every row wholly attends, with no explicit mask, take the fast loop: from
+    // the first such block (or from after a block the fast loop handed back), while
+    // j0 + SG <= full_hi. The general loop takes every other block.
+    var fast_from = select(0x7fffffffu, u32(max(keys.full_lo, 0) + i32(SG) - 1) / SG * SG, no_mask);
+    loop {
+        for (; i32(j0) < keys.hi && !(j0 >= fast_from && i32(j0 + SG) <= keys.full_hi); j0 += SG) {"
         .into());
-    w("        let kj = j0 + li;".into());
-    for d in 0..d4 {
-        w(format!("        var k_{d} = vec4(0.0);"));
-    }
-    for e in 0..dv4 {
-        w(format!("        var v_{e} = vec4(0.0);"));
-    }
-    w("        if i32(kj) < kend {".into());
-    for d in 0..d4 {
-        w(format!("            k_{d} = load_k4(kbase + kj, {d}u);"));
-    }
-    for e in 0..dv4 {
-        w(format!("            v_{e} = load_v4(kbase + kj, {e}u);"));
-    }
-    w("        }".into());
-    w("        // Scores of every row against key j0 + c, K taken from lane c.".into());
-    for c in 0..sg {
-        for d in 0..d4 {
-            w(format!("        let kc{c}_{d} = subgroupBroadcast(k_{d}, {c}u);"));
-        }
-        for r in 0..rows {
-            let mut acc = format!("q{r}_0 * kc{c}_0");
-            for d in 1..d4 {
-                acc = format!("fma(q{r}_{d}, kc{c}_{d}, {acc})");
-            }
-            w(format!("        let a{r}_{c} = {acc};"));
-        }
-    }
-    for r in 0..rows {
-        for g in 0..groups {
-            let sums = join(4, ", ", |i| format!("hsum(a{r}_{})", 4 * g + i));
-            w(format!("        var x{r}_{g} = vec4({sums}) * params.scale;"));
-        }
-    }
-    w("        // Blocks every row may wholly attend skip the masking rule.
-        let full = no_mask && i32(j0) >= keys.full_lo && i32(j0 + SG) <= keys.full_hi;
-        if !full {"
-        .into());
+    block_loads(&mut w, v, "            ");
+    block_scores(&mut w, v, "            ");
+    w("            // Rows past what exists and keys not allowed become -inf.".into());
     for r in 0..rows {
         for g in 0..groups {
             w(format!(
@@ -265,66 +236,33 @@ fn main_fn(v: Variant) -> String {
             ));
         }
     }
-    w("        }".into());
-    w("        // A NaN or +inf logit makes its row NaN; it takes no part in the maximum.".into());
-    for r in 0..rows {
-        for g in 0..groups {
-            w(format!(
-                "        let b{r}_{g} = nan4(x{r}_{g}) | (x{r}_{g} == vec4(pinf));"
-            ));
-        }
-        let any = join(groups, " || ", |g| format!("any(b{r}_{g})"));
-        w(format!("        bad{r} = bad{r} || {any};"));
-        let mut mx = format!("hmax(select(x{r}_0, vec4(ninf), b{r}_0))");
-        for g in 1..groups {
-            mx = format!("max({mx}, hmax(select(x{r}_{g}, vec4(ninf), b{r}_{g})))");
-        }
-        w(format!("        let mn{r} = max(m{r}, {mx});"));
-        w(format!("        let none{r} = is_neg_inf(mn{r});"));
-        w(format!(
-            "        let al{r} = select(exp2((m{r} - mn{r}) * LOG2E), 1.0, none{r});"
-        ));
-        for g in 0..groups {
-            w(format!(
-                "        let p{r}_{g} = probs4(x{r}_{g}, mn{r}, none{r});"
-            ));
-        }
-        let sums = join(groups, " + ", |g| format!("hsum(p{r}_{g})"));
-        w(format!("        l{r} = l{r} * al{r} + ({sums});"));
-        w(format!("        m{r} = mn{r};"));
-    }
-    w("        // Out += P · V, V taken from lane c.".into());
+    block_softmax(&mut w, v, "            ");
     let finite = join(dv4, " && ", |e| format!("all_finite(v_{e})"));
-    w(format!("        let v_clean = subgroupAll({finite});"));
-    for c in 0..sg {
-        for e in 0..dv4 {
-            w(format!("        let vc{c}_{e} = subgroupBroadcast(v_{e}, {c}u);"));
+    w(format!("            if subgroupAll({finite}) {{"));
+    block_pv(&mut w, v, "                ", false);
+    w("            } else {".into());
+    w("                // A NaN or infinity in V: keys of weight exactly 0 add nothing.".into());
+    block_pv(&mut w, v, "                ", true);
+    w("            }".into());
+    w("        }
+        if i32(j0) >= keys.hi {
+            break;
         }
-    }
-    let weight = |r: u32, c: u32| format!("p{r}_{}.{}", c / 4, comp(c));
-    w("        if v_clean {".into());
-    for r in 0..rows {
-        for e in 0..dv4 {
-            let mut acc = format!("o{r}_{e} * al{r}");
-            for c in 0..sg {
-                acc = format!("fma(vec4({}), vc{c}_{e}, {acc})", weight(r, c));
-            }
-            w(format!("            o{r}_{e} = {acc};"));
-        }
-    }
-    w("        } else {".into());
-    w("            // A NaN or infinity in V: keys of weight exactly 0 add nothing.".into());
-    for r in 0..rows {
-        for e in 0..dv4 {
-            let mut acc = format!("o{r}_{e} * al{r}");
-            for c in 0..sg {
-                acc = format!("add_guarded({acc}, {}, vc{c}_{e})", weight(r, c));
-            }
-            w(format!("            o{r}_{e} = {acc};"));
-        }
-    }
-    w("        }".into());
-    w("    }".into());
+        // The fast loop: no masking, and no guard for NaN or infinite values, so it hands
+        // a block whose V holds one back to the general loop (rare: such rows are NaN).
+        for (; i32(j0 + SG) <= keys.full_hi; j0 += SG) {"
+        .into());
+    block_loads(&mut w, v, "            ");
+    w(format!("            if !subgroupAll({finite}) {{"));
+    w("                break;".into());
+    w("            }".into());
+    block_scores(&mut w, v, "            ");
+    block_softmax(&mut w, v, "            ");
+    block_pv(&mut w, v, "            ", false);
+    w("        }
+        fast_from = j0 + SG;
+    }"
+    .into());
     w("    // Rows past the tile's rows are not written.".into());
     for r in 0..rows {
         w(format!("    if live{r} {{"));
@@ -341,6 +279,110 @@ fn main_fn(v: Variant) -> String {
     s
 }
 
+/// Loads this lane's key j0 + li of K and V (zeros past kend).
+fn block_loads(w: &mut impl FnMut(String), v: Variant, ind: &str) {
+    w(format!("{ind}let kj = j0 + li;"));
+    for d in 0..v.d4 {
+        w(format!("{ind}var k_{d} = vec4(0.0);"));
+    }
+    for e in 0..v.dv4 {
+        w(format!("{ind}var v_{e} = vec4(0.0);"));
+    }
+    // Keys past the split, the batch's length or Lk load as zeros and are masked.
+    w(format!("{ind}if i32(kj) < kend {{"));
+    for d in 0..v.d4 {
+        w(format!("{ind}    k_{d} = load_k4(kbase + kj, {d}u);"));
+    }
+    for e in 0..v.dv4 {
+        w(format!("{ind}    v_{e} = load_v4(kbase + kj, {e}u);"));
+    }
+    w(format!("{ind}}}"));
+}
+
+/// Every row's scores against keys j0 .. j0 + SG (K from lane c), scaled: x{r}_{g}
+/// holds keys 4g .. 4g + 3.
+fn block_scores(w: &mut impl FnMut(String), v: Variant, ind: &str) {
+    for c in 0..v.sg {
+        for d in 0..v.d4 {
+            w(format!(
+                "{ind}let kc{c}_{d} = subgroupBroadcast(k_{d}, {c}u);"
+            ));
+        }
+        for r in 0..v.rows {
+            let mut acc = format!("q{r}_0 * kc{c}_0");
+            for d in 1..v.d4 {
+                acc = format!("fma(q{r}_{d}, kc{c}_{d}, {acc})");
+            }
+            w(format!("{ind}let a{r}_{c} = {acc};"));
+        }
+    }
+    for r in 0..v.rows {
+        for g in 0..v.sg / 4 {
+            let sums = join(4, ", ", |i| format!("hsum(a{r}_{})", 4 * g + i));
+            w(format!("{ind}var x{r}_{g} = vec4({sums}) * params.scale;"));
+        }
+    }
+}
+
+/// The online softmax step: bad flags, new maxima, rescale factors al{r}, weights
+/// p{r}_{g}, sums.
+fn block_softmax(w: &mut impl FnMut(String), v: Variant, ind: &str) {
+    let groups = v.sg / 4;
+    // A NaN or +inf logit makes its row NaN; it takes no part in the maximum.
+    for r in 0..v.rows {
+        for g in 0..groups {
+            w(format!(
+                "{ind}let b{r}_{g} = nan4(x{r}_{g}) | (x{r}_{g} == vec4(pinf));"
+            ));
+        }
+        let any = join(groups, " || ", |g| format!("any(b{r}_{g})"));
+        w(format!("{ind}bad{r} = bad{r} || {any};"));
+        let mut mx = format!("hmax(select(x{r}_0, vec4(ninf), b{r}_0))");
+        for g in 1..groups {
+            mx = format!("max({mx}, hmax(select(x{r}_{g}, vec4(ninf), b{r}_{g})))");
+        }
+        w(format!("{ind}let mn{r} = max(m{r}, {mx});"));
+        // No allowed key yet: nothing to rescale, and every weight is 0.
+        w(format!("{ind}let none{r} = is_neg_inf(mn{r});"));
+        w(format!(
+            "{ind}let al{r} = select(exp2((m{r} - mn{r}) * LOG2E), 1.0, none{r});"
+        ));
+        for g in 0..groups {
+            w(format!(
+                "{ind}let p{r}_{g} = probs4(x{r}_{g}, mn{r}, none{r});"
+            ));
+        }
+        let sums = join(groups, " + ", |g| format!("hsum(p{r}_{g})"));
+        w(format!("{ind}l{r} = l{r} * al{r} + ({sums});"));
+        w(format!("{ind}m{r} = mn{r};"));
+    }
+}
+
+/// Out = al * out + P · V, V from lane c; `guarded`: weights of exactly 0 add nothing.
+fn block_pv(w: &mut impl FnMut(String), v: Variant, ind: &str, guarded: bool) {
+    for c in 0..v.sg {
+        for e in 0..v.dv4 {
+            w(format!(
+                "{ind}let vc{c}_{e} = subgroupBroadcast(v_{e}, {c}u);"
+            ));
+        }
+    }
+    let weight = |r: u32, c: u32| format!("p{r}_{}.{}", c / 4, comp(c));
+    for r in 0..v.rows {
+        for e in 0..v.dv4 {
+            let mut acc = format!("o{r}_{e} * al{r}");
+            for c in 0..v.sg {
+                acc = if guarded {
+                    format!("add_guarded({acc}, {}, vc{c}_{e})", weight(r, c))
+                } else {
+                    format!("fma(vec4({}), vc{c}_{e}, {acc})", weight(r, c))
+                };
+            }
+            w(format!("{ind}o{r}_{e} = {acc};"));
+        }
+    }
+}
+
 /// A variant of each kind, for validation without a GPU: both storage types, both K/V
 /// readings, every subgroup size, small and large rows.
 #[cfg(test)]
@@ -349,7 +391,8 @@ pub(crate) fn all_variants() -> Vec<Variant> {
     for elem in [Elem::F32, Elem::F16] {
         for vec4 in [false, true] {
             for sg in SIZES {
-                for (rows, d4, dv4) in [(4, 16, 16), (8, 16, 16), (4, 32, 32), (2, 1, 8), (1, 8, 2)] {
+                for (rows, d4, dv4) in [(4, 16, 16), (8, 16, 16), (4, 32, 32), (2, 1, 8), (1, 8, 2)]
+                {
                     all.push(Variant {
                         elem,
                         vec4,
