@@ -225,7 +225,7 @@ fn main_fn(v: Variant) -> String {
     loop {
         for (; i32(j0) < keys.hi && !(j0 >= fast_from && i32(j0 + SG) <= keys.full_hi); j0 += SG) {"
         .into());
-    block_loads(&mut w, v, "            ");
+    block_loads(&mut w, v, "            ", true);
     block_scores(&mut w, v, "            ");
     w("            // Rows past what exists and keys not allowed become -inf.".into());
     for r in 0..rows {
@@ -252,7 +252,7 @@ fn main_fn(v: Variant) -> String {
         // a block whose V holds one back to the general loop (rare: such rows are NaN).
         for (; i32(j0 + SG) <= keys.full_hi; j0 += SG) {"
         .into());
-    block_loads(&mut w, v, "            ");
+    block_loads(&mut w, v, "            ", false);
     w(format!("            if !subgroupAll({finite}) {{"));
     w("                break;".into());
     w("            }".into());
@@ -279,9 +279,19 @@ fn main_fn(v: Variant) -> String {
     s
 }
 
-/// Loads this lane's key j0 + li of K and V (zeros past kend).
-fn block_loads(w: &mut impl FnMut(String), v: Variant, ind: &str) {
+/// Loads this lane's key j0 + li of K and V: `guarded`, zeros past kend (which such keys
+/// are masked); unguarded only for blocks wholly below kend (the fast loop's).
+fn block_loads(w: &mut impl FnMut(String), v: Variant, ind: &str, guarded: bool) {
     w(format!("{ind}let kj = j0 + li;"));
+    if !guarded {
+        for d in 0..v.d4 {
+            w(format!("{ind}let k_{d} = load_k4(kbase + kj, {d}u);"));
+        }
+        for e in 0..v.dv4 {
+            w(format!("{ind}let v_{e} = load_v4(kbase + kj, {e}u);"));
+        }
+        return;
+    }
     for d in 0..v.d4 {
         w(format!("{ind}var k_{d} = vec4(0.0);"));
     }
