@@ -25,7 +25,11 @@ mod device_faults;
 mod errors;
 mod f16;
 mod fixtures_jax;
+// Before its users: forced_kernel_tests! is textually scoped.
+#[macro_use]
+mod forced_kernel;
 mod fused;
+mod fused_lanes;
 mod fused_tiled;
 mod memory;
 mod mha;

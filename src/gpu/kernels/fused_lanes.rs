@@ -192,6 +192,7 @@ fn main_fn(v: Variant) -> String {
     let keys = key_range(tile, ROWS, kv_len);
     let kend = keys.kend;
     let no_mask = params.mask_kind == MASK_NONE;
+    let causal = (params.flags & FLAG_CAUSAL) != 0u;
     let ninf = neg_inf();
     let pinf = -ninf;
     // This invocation's rows: li + SG r."
@@ -203,6 +204,14 @@ fn main_fn(v: Variant) -> String {
         ));
         w(format!("    let live{r} = t{r} < tile.nrows;"));
         w(format!("    let i{r} = params.row_start + row{r}.lrow;"));
+        // The keys row r may attend by structure (window, causal), as in masking.wgsl's
+        // structurally_allowed; key lengths are in kend. Positions and reaches stay
+        // inside i32 (see MAX_SEQ_LEN and the window clamp in params.rs).
+        w(format!("    let p{r} = i32(i{r}) + params.pos_offset;"));
+        w(format!("    let lo{r} = vec4(p{r} - params.win_left);"));
+        w(format!(
+            "    let hi{r} = vec4(select(p{r} + params.win_right, min(p{r} + params.win_right, p{r}), causal));"
+        ));
         for d in 0..d4 {
             w(format!(
                 "    let q{r}_{d} = load_q4(t{r}, tile.nrows, tile.heads_lo, tile.nh, {d}u);"
@@ -218,14 +227,14 @@ fn main_fn(v: Variant) -> String {
     w("    let kbase = tile.kv * params.len_k;
     // As in fused.wgsl: blocks start on an SG boundary at or below lo, within the split.
     var j0 = u32(max(keys.lo, 0) / i32(SG)) * SG;
-    // Blocks every row wholly attends, with no explicit mask, take the fast loop: from
-    // the first such block (or from after a block the fast loop handed back), while
-    // j0 + SG <= full_hi. The general loop takes every other block.
-    var fast_from = select(0x7fffffffu, u32(max(keys.full_lo, 0) + i32(SG) - 1) / SG * SG, no_mask);
+    // Without an explicit mask every block from fast_from on takes the fast loop, which
+    // hands a block whose V holds a NaN or an infinity back to the general loop (rare:
+    // rows that see it are NaN). With one, the general loop takes every block.
+    var fast_from = select(0xffffffffu, j0, no_mask);
     loop {
-        for (; i32(j0) < keys.hi && !(j0 >= fast_from && i32(j0 + SG) <= keys.full_hi); j0 += SG) {"
+        for (; i32(j0) < keys.hi && j0 < fast_from; j0 += SG) {"
         .into());
-    block_loads(&mut w, v, "            ", true);
+    block_loads(&mut w, v, "            ");
     block_scores(&mut w, v, "            ");
     w("            // Rows past what exists and keys not allowed become -inf.".into());
     for r in 0..rows {
@@ -248,15 +257,26 @@ fn main_fn(v: Variant) -> String {
         if i32(j0) >= keys.hi {
             break;
         }
-        // The fast loop: no masking, and no guard for NaN or infinite values, so it hands
-        // a block whose V holds one back to the general loop (rare: such rows are NaN).
-        for (; i32(j0 + SG) <= keys.full_hi; j0 += SG) {"
+        // The fast loop: no branch in its body but the hand-back. Keys not allowed (by
+        // position against each row's reach, the rule of masking.wgsl's
+        // structurally_allowed four keys at a time; key lengths are in kend) and rows past
+        // what exists become -inf.
+        for (; i32(j0) < keys.hi; j0 += SG) {"
         .into());
-    block_loads(&mut w, v, "            ", false);
+    block_loads(&mut w, v, "            ");
     w(format!("            if !subgroupAll({finite}) {{"));
     w("                break;".into());
     w("            }".into());
     block_scores(&mut w, v, "            ");
+    w("            let kv = vec4(i32(j0)) + vec4(0, 1, 2, 3);".into());
+    for r in 0..rows {
+        for g in 0..groups {
+            w(format!("            let j{r}_{g} = kv + vec4({});", 4 * g));
+            w(format!(
+                "            x{r}_{g} = select(vec4(ninf), x{r}_{g}, (j{r}_{g} >= lo{r}) & (j{r}_{g} <= hi{r}) & (j{r}_{g} < vec4(kend)) & vec4(live{r}));"
+            ));
+        }
+    }
     block_softmax(&mut w, v, "            ");
     block_pv(&mut w, v, "            ", false);
     w("        }
@@ -279,26 +299,16 @@ fn main_fn(v: Variant) -> String {
     s
 }
 
-/// Loads this lane's key j0 + li of K and V: `guarded`, zeros past kend (which such keys
-/// are masked); unguarded only for blocks wholly below kend (the fast loop's).
-fn block_loads(w: &mut impl FnMut(String), v: Variant, ind: &str, guarded: bool) {
+/// Loads this lane's key j0 + li of K and V; keys past the split, the batch's length or
+/// Lk load as zeros (and are masked).
+fn block_loads(w: &mut impl FnMut(String), v: Variant, ind: &str) {
     w(format!("{ind}let kj = j0 + li;"));
-    if !guarded {
-        for d in 0..v.d4 {
-            w(format!("{ind}let k_{d} = load_k4(kbase + kj, {d}u);"));
-        }
-        for e in 0..v.dv4 {
-            w(format!("{ind}let v_{e} = load_v4(kbase + kj, {e}u);"));
-        }
-        return;
-    }
     for d in 0..v.d4 {
         w(format!("{ind}var k_{d} = vec4(0.0);"));
     }
     for e in 0..v.dv4 {
         w(format!("{ind}var v_{e} = vec4(0.0);"));
     }
-    // Keys past the split, the batch's length or Lk load as zeros and are masked.
     w(format!("{ind}if i32(kj) < kend {{"));
     for d in 0..v.d4 {
         w(format!("{ind}    k_{d} = load_k4(kbase + kj, {d}u);"));

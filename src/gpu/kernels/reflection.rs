@@ -15,7 +15,7 @@ use crate::gpu::kernels::linear::LinearParams;
 use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::gpu::kernels::{
-    cast, decode, decode_subgroup, fused, fused_tiled, linear, pv, qk, softmax, source,
+    cast, decode, decode_subgroup, fused, fused_lanes, fused_tiled, linear, pv, qk, softmax, source,
 };
 
 /// Every kernel the library builds.
@@ -75,6 +75,33 @@ fn every_tiled_variant_validates_and_binds_as_specified() {
         assert_eq!(
             wgsl_u32(spec.name, spec.source, "ROWS"),
             fused_tiled::ROWS,
+            "{}: ROWS, WGSL vs Rust",
+            spec.name
+        );
+    }
+}
+
+/// As the tiled kernel's: every generated lanes variant parses, validates and binds as
+/// its spec says, and declares the rows per workgroup the launcher dispatches for.
+#[test]
+fn every_lanes_variant_validates_and_binds_as_specified() {
+    for v in fused_lanes::all_variants() {
+        let spec = fused_lanes::spec(v);
+        check_bindings(spec);
+        let module = parse(spec.name, spec.source);
+        naga::valid::Validator::new(
+            naga::valid::ValidationFlags::all(),
+            naga::valid::Capabilities::all(),
+        )
+        .validate(&module)
+        .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(spec.source)));
+        let shape = fused_lanes::LanesShape {
+            sg: v.sg,
+            rows: v.rows,
+        };
+        assert_eq!(
+            wgsl_u32(spec.name, spec.source, "ROWS"),
+            shape.tile_rows(),
             "{}: ROWS, WGSL vs Rust",
             spec.name
         );

@@ -146,13 +146,24 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
 /// on lavapipe, where every lane's load from memory is its own scalar load and a
-/// subgroup broadcast is a register shuffle: first the lanes kernel (only the shapes
-/// built for the adapter's subgroup size fit, and only where its subgroups are fixed:
-/// not on the web, nor the GL backend), then the row kernel with many rows per
-/// invocation and the tiled kernel with row groups on neighbouring invocations; for
-/// decoding q rows in private memory, V prefetched, and few key ranges (few cores to
-/// fill). The tuner times the first four that fit; untuned calls take the first.
-const FUSED_CPU_FIRST: &[usize] = &[15, 16, 17, 18, 19, 20, 10, 11, 5, 6, 7];
+/// subgroup broadcast is a register shuffle. The lanes kernel is several times the
+/// others' speed there, but its unrolled source takes the driver about a second (4 rows
+/// per invocation) to two and a half (8 rows) to compile per head-dim class, against a
+/// fifth of a second for the row kernel. So it comes first where that pays: when tuning
+/// (which times it beside the others) and for problems whose queries and keys both pass
+/// [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
+/// tiled kernel with row groups on neighbouring invocations come first. Only the lanes
+/// shapes built for the adapter's subgroup size fit, and only where its subgroups are
+/// fixed (not on the web, nor the GL backend). For decoding: q rows in private memory,
+/// V prefetched, and few key ranges (few cores to fill). The tuner times the first four
+/// that fit; untuned calls take the first.
+const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7, 16, 15, 18, 17, 20, 19];
+/// As [`FUSED_CPU_FIRST`], the lanes kernel first (4 rows per invocation, the quicker to
+/// compile, then 8).
+const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 18, 17, 20, 19, 10, 11, 5, 6, 7];
+/// Query and key lengths past which untuned calls on CPU adapters take the lanes kernel
+/// first (see [`FUSED_CPU_FIRST`]).
+const LANES_FIRST_LEN: usize = 256;
 const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
 /// CPU adapters have few cores to fill: few key ranges.
 const SUBGROUP_DECODE_CPU_FIRST: &[usize] = &[3, 4];
@@ -276,7 +287,13 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     if let Some(c) = ctx.memo.get::<ClassKey, FusedConfig>(&key) {
         return Ok(c);
     }
-    let all: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, FUSED_CPU_FIRST)
+    let large = p.len_q > LANES_FIRST_LEN && p.len_k > LANES_FIRST_LEN;
+    let cpu_first = if ctx.autotune() || large {
+        FUSED_CPU_LANES_FIRST
+    } else {
+        FUSED_CPU_FIRST
+    };
+    let all: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, cpu_first)
         .into_iter()
         .filter(|c| c.fits(ctx, p))
         .collect();
@@ -628,8 +645,40 @@ mod tests {
     #[test]
     fn every_candidate_matches_the_reference() {
         let ctx = GpuContext::new().expect("no GPU adapter");
+        let p = validate(
+            &[2, 4, 37, 20],
+            &[2, 2, 70, 20],
+            &[2, 2, 70, 23],
+            &Default::default(),
+        )
+        .unwrap();
+        let mut lanes_ran = 0;
         for &f in FUSED_CANDIDATES {
+            // The lanes kernel is built per subgroup size: only the adapter's own fits.
+            if matches!(f.kind, FusedKind::Lanes(_)) {
+                if !f.fits(&ctx, &p) {
+                    continue;
+                }
+                lanes_ran += 1;
+            }
             run(&ctx, Candidate::Fused(f), (37, 70), (20, 23));
+        }
+        // Where the subgroup size is fixed at one the kernel is built for, it ran, and
+        // CPU adapters take it first for large problems and when tuning.
+        if let Some(sg) = crate::gpu::kernels::fused_lanes::lanes_size(&ctx) {
+            assert!(
+                lanes_ran >= 2,
+                "{sg}-lane subgroups: {lanes_ran} lanes shapes ran"
+            );
+            if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+                let first = ordered(&ctx, FUSED_CANDIDATES, FUSED_CPU_LANES_FIRST)
+                    .into_iter()
+                    .find(|c| c.fits(&ctx, &p));
+                assert!(
+                    matches!(first.map(|c| c.kind), Some(FusedKind::Lanes(_))),
+                    "{first:?}"
+                );
+            }
         }
         // Head dims that read K and V one element at a time, and four at a time.
         for &d in DECODE_CANDIDATES {
