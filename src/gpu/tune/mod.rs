@@ -87,10 +87,6 @@ pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
     fused(32, 1, 4),
     lanes(8, 8),
     lanes(8, 4),
-    lanes(4, 8),
-    lanes(4, 4),
-    lanes(16, 4),
-    lanes(16, 2),
 ];
 
 const fn decode(
@@ -157,10 +153,10 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 /// fixed (not on the web, nor the GL backend). For decoding: q rows in private memory,
 /// V prefetched, and few key ranges (few cores to fill). The tuner times the first four
 /// that fit; untuned calls take the first.
-const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7, 16, 15, 18, 17, 20, 19];
+const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7, 16, 15];
 /// As [`FUSED_CPU_FIRST`], the lanes kernel first (4 rows per invocation, the quicker to
 /// compile, then 8).
-const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 18, 17, 20, 19, 10, 11, 5, 6, 7];
+const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 10, 11, 5, 6, 7];
 /// Query and key lengths past which untuned calls on CPU adapters take the lanes kernel
 /// first (see [`FUSED_CPU_FIRST`]).
 const LANES_FIRST_LEN: usize = 256;
