@@ -15,8 +15,8 @@ macro_rules! forced_kernel_tests {
         use ndarray::{s, Array4};
         use wgpu_attention::*;
 
-        use crate::common::*;
-        use crate::paths::*;
+        use $crate::common::*;
+        use $crate::paths::*;
 
         /// A context whose fused path runs the forced kernel (tuning off: its first
         /// fitting configuration; the tuner's candidates are checked in the library's own
