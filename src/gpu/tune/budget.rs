@@ -135,6 +135,16 @@ mod probe {
         // Every logit is 0, so lse = ln(keys visited).
         let visited = f64::from(lse).exp();
         if visited.is_finite() && visited >= offered as f64 * 0.99 {
+            // The lanes kernel runs one loop iteration per 8 keys, so a cap of 65,535
+            // iterations lies past the keys the probe offers (PROBE_KEYS): what it saw is
+            // all that is known, and longer key loops are cut to it. The other kernels
+            // run more iterations per key and show such a cap within the probe.
+            let lanes =
+                matches!(pass, FirstPass::Fused(c) if matches!(c.kind, FusedKind::Lanes(_)));
+            let capped = offered < ctx.max_binding() / row_bytes / keys * keys;
+            if lanes && capped {
+                return Ok(Some(offered));
+            }
             return Ok(None);
         }
         let half = if visited.is_finite() {
