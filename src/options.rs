@@ -90,7 +90,8 @@ pub enum FusedKernel {
     Tiled,
     /// `fused_lanes.wgsl`: one subgroup per workgroup, keys shared across lanes by
     /// subgroup broadcasts, for adapters whose subgroups are a CPU's SIMD lanes (a fixed
-    /// subgroup size of 8, as lavapipe's; D and Dv up to 128). Where it does not fit, the
+    /// subgroup size of 8: Mesa 22's lavapipe, the driver that compiles it quickly; D and
+    /// Dv up to 128). Where it does not fit, the
     /// other kernels serve.
     Lanes,
 }

@@ -55,7 +55,15 @@ pub(crate) struct Variant {
 /// cannot enable them yet).
 pub(crate) fn lanes_size(ctx: &GpuContext) -> Option<u32> {
     let (lo, hi) = subgroup_sizes(ctx)?;
-    (lo == hi && SIZES.contains(&lo)).then_some(lo)
+    (lo == hi && SIZES.contains(&lo) && quick_compiler(ctx)).then_some(lo)
+}
+
+/// Whether the driver compiles the kernel's unrolled source in reasonable time: measured
+/// on lavapipe, Mesa 22.3 takes 1 to 2.5 s per variant, Mesa 25.0 over a minute (a
+/// minute's first call is no speed-up), so only Mesa 22's llvmpipe is offered it.
+fn quick_compiler(ctx: &GpuContext) -> bool {
+    let info = ctx.adapter_info();
+    info.driver == "llvmpipe" && info.driver_info.contains("Mesa 22.")
 }
 
 impl LanesShape {
