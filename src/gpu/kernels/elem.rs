@@ -15,4 +15,12 @@ impl Elem {
             Elem::F16 => 2,
         }
     }
+
+    /// The storage type's name in kernel names.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Elem::F32 => "f32",
+            Elem::F16 => "f16",
+        }
+    }
 }

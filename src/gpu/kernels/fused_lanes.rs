@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::decode_subgroup::subgroup_sizes;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{generated_spec, row_kernel_preludes, vec4_reads, vec4s};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::problem::Problem;
 
@@ -107,27 +107,17 @@ impl LanesShape {
 /// The kernel of `variant`, generated on first use and kept for the process.
 pub(crate) fn spec(variant: Variant) -> &'static KernelSpec {
     static SPECS: OnceLock<Mutex<HashMap<Variant, &'static KernelSpec>>> = OnceLock::new();
-    let specs = SPECS.get_or_init(Default::default);
-    let mut specs = specs.lock().unwrap_or_else(|e| e.into_inner());
-    specs.entry(variant).or_insert_with(|| {
+    generated_spec(&SPECS, variant, |v| {
         let name = format!(
             "fused_lanes_{}{}_sg{}_r{}_d{}_dv{}",
-            match variant.elem {
-                Elem::F32 => "f32",
-                Elem::F16 => "f16",
-            },
-            if variant.vec4 { "_vec4" } else { "" },
-            variant.sg,
-            variant.rows,
-            variant.d4,
-            variant.dv4,
+            v.elem.name(),
+            if v.vec4 { "_vec4" } else { "" },
+            v.sg,
+            v.rows,
+            v.d4,
+            v.dv4,
         );
-        Box::leak(Box::new(KernelSpec {
-            name: Box::leak(name.into_boxed_str()),
-            source: Box::leak(source(variant).into_boxed_str()),
-            bindings: BINDINGS,
-            trusted: true,
-        }))
+        (name, source(v))
     })
 }
 
@@ -136,27 +126,7 @@ const KERNEL: &str = include_str!("../../../shaders/kernels/fused_lanes.wgsl");
 /// The full source of `v`: the preludes fused_tiled.wgsl takes, then the kernel with
 /// its `main`.
 pub(crate) fn source(v: Variant) -> String {
-    let elem = match v.elem {
-        Elem::F32 => include_str!("../../../shaders/prelude/elem_f32.wgsl"),
-        Elem::F16 => include_str!("../../../shaders/prelude/elem_f16.wgsl"),
-    };
-    let kv = if v.vec4 {
-        include_str!("../../../shaders/prelude/kv_vec4.wgsl")
-    } else {
-        include_str!("../../../shaders/prelude/kv_scalar.wgsl")
-    };
-    let mut out = String::new();
-    for part in [
-        elem,
-        include_str!("../../../shaders/prelude/common.wgsl"),
-        include_str!("../../../shaders/prelude/masking.wgsl"),
-        include_str!("../../../shaders/prelude/launch.wgsl"),
-        include_str!("../../../shaders/prelude/tile.wgsl"),
-        kv,
-        include_str!("../../../shaders/prelude/rows4.wgsl"),
-    ] {
-        out.push_str(part);
-    }
+    let mut out = row_kernel_preludes(v.elem, v.vec4);
     out.push_str(&KERNEL.replace("MAIN", &main_fn(v)));
     out
 }

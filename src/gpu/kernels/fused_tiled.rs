@@ -13,7 +13,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::key_loop::{vec4_reads, vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{generated_spec, row_kernel_preludes, vec4_reads, vec4s};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::problem::Problem;
 
@@ -118,29 +118,18 @@ impl TiledShape {
     }
 }
 
-/// The kernel of `variant`, generated on first use and kept for the process (a few
-/// dozen variants at most).
+/// The kernel of `variant`, generated on first use and kept for the process.
 pub(crate) fn spec(variant: Variant) -> &'static KernelSpec {
     static SPECS: OnceLock<Mutex<HashMap<Variant, &'static KernelSpec>>> = OnceLock::new();
-    let specs = SPECS.get_or_init(Default::default);
-    let mut specs = specs.lock().unwrap_or_else(|e| e.into_inner());
-    specs.entry(variant).or_insert_with(|| {
+    generated_spec(&SPECS, variant, |v| {
         let name = format!(
             "fused_tiled_{}{}{}_nv{}",
-            match variant.elem {
-                Elem::F32 => "f32",
-                Elem::F16 => "f16",
-            },
-            if variant.vec4 { "_vec4" } else { "" },
-            if variant.subgroups { "_subgroups" } else { "" },
-            variant.nv
+            v.elem.name(),
+            if v.vec4 { "_vec4" } else { "" },
+            if v.subgroups { "_subgroups" } else { "" },
+            v.nv
         );
-        Box::leak(Box::new(KernelSpec {
-            name: Box::leak(name.into_boxed_str()),
-            source: Box::leak(source(variant).into_boxed_str()),
-            bindings: BINDINGS,
-            trusted: true,
-        }))
+        (name, source(v))
     })
 }
 
@@ -186,32 +175,13 @@ const NO_SG_CHECK: &str = "    if li == 0u {
 
 /// The full source of `v`: preludes as for fused.wgsl, then the kernel expanded.
 pub(crate) fn source(v: Variant) -> String {
-    let elem = match v.elem {
-        Elem::F32 => include_str!("../../../shaders/prelude/elem_f32.wgsl"),
-        Elem::F16 => include_str!("../../../shaders/prelude/elem_f16.wgsl"),
-    };
-    let kv = if v.vec4 {
-        include_str!("../../../shaders/prelude/kv_vec4.wgsl")
-    } else {
-        include_str!("../../../shaders/prelude/kv_scalar.wgsl")
-    };
     let mut out = String::new();
     // Browsers want subgroups enabled, before every declaration; naga (native) has no
     // such directive yet and takes subgroup builtins when the device has the feature.
     if v.subgroups && cfg!(target_arch = "wasm32") {
         out.push_str("enable subgroups;\n");
     }
-    for part in [
-        elem,
-        include_str!("../../../shaders/prelude/common.wgsl"),
-        include_str!("../../../shaders/prelude/masking.wgsl"),
-        include_str!("../../../shaders/prelude/launch.wgsl"),
-        include_str!("../../../shaders/prelude/tile.wgsl"),
-        kv,
-        include_str!("../../../shaders/prelude/rows4.wgsl"),
-    ] {
-        out.push_str(part);
-    }
+    out.push_str(&row_kernel_preludes(v.elem, v.vec4));
     out.push_str(&format!("const NV: u32 = {}u;\n", v.nv));
     let kernel = KERNEL
         .replace("const DV4T: u32 = KG_NV;", "override DV4T: u32 = KG * NV;")

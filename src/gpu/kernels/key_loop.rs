@@ -3,6 +3,10 @@
 //! and when K and V may be read four elements at a time. A leaf, so that the kernels'
 //! launchers import it and never each other in a loop.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Mutex, OnceLock};
+
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
@@ -60,4 +64,50 @@ pub(crate) fn pick_spec(
         (Elem::F16, false) => f16,
         (Elem::F16, true) => f16_vec4,
     }
+}
+
+/// The preludes the generated kernels (fused_tiled.wgsl, fused_lanes.wgsl) are built on,
+/// concatenated: storage type, parameters and masking, launch and tile layout, the K/V
+/// reader (`vec4`: four elements at a time) and the shared row helpers.
+pub(crate) fn row_kernel_preludes(elem: Elem, vec4: bool) -> String {
+    let elem = match elem {
+        Elem::F32 => include_str!("../../../shaders/prelude/elem_f32.wgsl"),
+        Elem::F16 => include_str!("../../../shaders/prelude/elem_f16.wgsl"),
+    };
+    let kv = if vec4 {
+        include_str!("../../../shaders/prelude/kv_vec4.wgsl")
+    } else {
+        include_str!("../../../shaders/prelude/kv_scalar.wgsl")
+    };
+    [
+        elem,
+        include_str!("../../../shaders/prelude/common.wgsl"),
+        include_str!("../../../shaders/prelude/masking.wgsl"),
+        include_str!("../../../shaders/prelude/launch.wgsl"),
+        include_str!("../../../shaders/prelude/tile.wgsl"),
+        kv,
+        include_str!("../../../shaders/prelude/rows4.wgsl"),
+    ]
+    .concat()
+}
+
+/// The kernel spec of a generated variant, made by `make` (its name and source) on first
+/// use and kept in `cache` for the process (a few dozen variants at most). Bindings as
+/// [`BINDINGS`]; trusted like every key-loop kernel.
+pub(crate) fn generated_spec<V: Copy + Eq + Hash>(
+    cache: &'static OnceLock<Mutex<HashMap<V, &'static KernelSpec>>>,
+    variant: V,
+    make: impl FnOnce(V) -> (String, String),
+) -> &'static KernelSpec {
+    let specs = cache.get_or_init(Default::default);
+    let mut specs = specs.lock().unwrap_or_else(|e| e.into_inner());
+    specs.entry(variant).or_insert_with(|| {
+        let (name, source) = make(variant);
+        Box::leak(Box::new(KernelSpec {
+            name: Box::leak(name.into_boxed_str()),
+            source: Box::leak(source.into_boxed_str()),
+            bindings: BINDINGS,
+            trusted: true,
+        }))
+    })
 }

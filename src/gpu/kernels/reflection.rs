@@ -63,21 +63,7 @@ fn bindings_match_the_specs() {
 #[test]
 fn every_tiled_variant_validates_and_binds_as_specified() {
     for v in fused_tiled::all_variants() {
-        let spec = fused_tiled::spec(v);
-        check_bindings(spec);
-        let module = parse(spec.name, spec.source);
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(spec.source)));
-        assert_eq!(
-            wgsl_u32(spec.name, spec.source, "ROWS"),
-            fused_tiled::ROWS,
-            "{}: ROWS, WGSL vs Rust",
-            spec.name
-        );
+        check_generated(fused_tiled::spec(v), fused_tiled::ROWS);
     }
 }
 
@@ -86,26 +72,31 @@ fn every_tiled_variant_validates_and_binds_as_specified() {
 #[test]
 fn every_lanes_variant_validates_and_binds_as_specified() {
     for v in fused_lanes::all_variants() {
-        let spec = fused_lanes::spec(v);
-        check_bindings(spec);
-        let module = parse(spec.name, spec.source);
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(spec.source)));
         let shape = fused_lanes::LanesShape {
             sg: v.sg,
             rows: v.rows,
         };
-        assert_eq!(
-            wgsl_u32(spec.name, spec.source, "ROWS"),
-            shape.tile_rows(),
-            "{}: ROWS, WGSL vs Rust",
-            spec.name
-        );
+        check_generated(fused_lanes::spec(v), shape.tile_rows());
     }
+}
+
+/// A generated kernel binds as its spec says, validates with every capability, and
+/// declares `rows` (rows per workgroup) as ROWS.
+fn check_generated(spec: &KernelSpec, rows: u64) {
+    check_bindings(spec);
+    let module = parse(spec.name, spec.source);
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{}: {}", spec.name, e.emit_to_string(spec.source)));
+    assert_eq!(
+        wgsl_u32(spec.name, spec.source, "ROWS"),
+        rows,
+        "{}: ROWS, WGSL vs Rust",
+        spec.name
+    );
 }
 
 fn check_bindings(spec: &KernelSpec) {
