@@ -28,32 +28,6 @@ override PARTIAL: bool = false;
 
 const LOG2E: f32 = 1.4426950408889634;
 
-// Writes row `row`'s result for key range `sidx`: with PARTIAL its unnormalised
-// output chunks and (m, l); otherwise the output (normalised, through the row rule)
-// and lse. Called once per vec4 chunk c4; the scalars only with c4 == 0.
-fn store_chunk(row: Row, sidx: u32, c4: u32, m: f32, l: f32, bad: bool, empty: bool, o: vec4<f32>) {
-    if PARTIAL {
-        let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + sidx;
-        store4(pi * params.dim_v, c4, o);
-        if c4 == 0u {
-            dst[split.ml_base + 2u * pi] = select(m, quiet_nan(), bad);
-            dst[split.ml_base + 2u * pi + 1u] = l;
-        }
-        return;
-    }
-    let i = params.row_start + row.lrow;
-    let orow = (row.bh * params.len_q + i) * params.dim_v - params.o_base;
-    store4(orow, c4, finish4(o / l, bad, empty));
-    if c4 == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
-        var x = quiet_nan();
-        if !bad {
-            x = select(m + log(l), neg_inf(), empty);
-        }
-        lse[row.bh * params.len_q + i - params.lse_base] = x;
-    }
-}
-
 // One row's probabilities for four keys: exp2 of the distance below the running
 // maximum m, or 0 while the row has no allowed key (m still -inf).
 fn probs4(x: vec4<f32>, m: f32, none: bool) -> vec4<f32> {

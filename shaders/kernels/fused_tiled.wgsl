@@ -303,7 +303,7 @@ SG_CHECK
 }
 
 // Writes one row's share of this invocation: its output chunks (or partials), and from
-// the row group's first invocation the row's lse (or m and l).
+// the row group's first invocation the row's lse (or m and l), through store_chunk.
 fn store_row(
     t: u32,
     row: Row,
@@ -320,24 +320,5 @@ fn store_row(
     if t >= nrows {
         return;
     }
-    if PARTIAL {
-        let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + sidx;
-        store4(pi * params.dim_v, $n * KG + kg, o_$n);
-        if kg == 0u {
-            dst[split.ml_base + 2u * pi] = select(m, quiet_nan(), bad);
-            dst[split.ml_base + 2u * pi + 1u] = l;
-        }
-        return;
-    }
-    let i = params.row_start + row.lrow;
-    let orow = (row.bh * params.len_q + i) * params.dim_v - params.o_base;
-    store4(orow, $n * KG + kg, finish4(o_$n / l, bad, empty));
-    if kg == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
-        var x = quiet_nan();
-        if !bad {
-            x = select(m + log(l), neg_inf(), empty);
-        }
-        lse[row.bh * params.len_q + i - params.lse_base] = x;
-    }
+    store_chunk(row, sidx, $n * KG + kg, m, l, bad, empty, o_$n);
 }

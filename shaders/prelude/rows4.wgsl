@@ -1,5 +1,5 @@
 // Shared by fused_tiled.wgsl and fused_lanes.wgsl (after tile.wgsl and a K/V prelude):
-// the output bindings and the vec4 helpers both kernels build their rows from.
+// the output bindings, the vec4 helpers and the row epilogue both kernels build on.
 
 // The output (B, Hq, Lq, Dv) window, or with PARTIAL the partials.
 @group(0) @binding(6) var<storage, read_write> dst: array<f32>;
@@ -90,4 +90,31 @@ fn mask4(live: bool, bh: u32, i: u32, key0: u32, stride: u32, kend: i32, s: vec4
         }
     }
     return x;
+}
+
+// Writes row `row`'s result for key range `sidx`: with PARTIAL its unnormalised
+// output chunks and (m, l); otherwise the output (normalised, through the row rule)
+// and lse. Called once per vec4 chunk c4; the scalars only with c4 == 0. The kernel
+// declares PARTIAL.
+fn store_chunk(row: Row, sidx: u32, c4: u32, m: f32, l: f32, bad: bool, empty: bool, o: vec4<f32>) {
+    if PARTIAL {
+        let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
+        let pi = prow * split.splits + sidx;
+        store4(pi * params.dim_v, c4, o);
+        if c4 == 0u {
+            dst[split.ml_base + 2u * pi] = select(m, quiet_nan(), bad);
+            dst[split.ml_base + 2u * pi + 1u] = l;
+        }
+        return;
+    }
+    let i = params.row_start + row.lrow;
+    let orow = (row.bh * params.len_q + i) * params.dim_v - params.o_base;
+    store4(orow, c4, finish4(o / l, bad, empty));
+    if c4 == 0u && (params.flags & FLAG_WRITE_LSE) != 0u {
+        var x = quiet_nan();
+        if !bad {
+            x = select(m + log(l), neg_inf(), empty);
+        }
+        lse[row.bh * params.len_q + i - params.lse_base] = x;
+    }
 }
