@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the peer benchmark (release) and runs it: burn 0.22.1's fused attention and
-# wgpu-attention on the same adapter and shapes, interleaved. JSON lines go to
+# wgpu-attention on the same adapter and shapes (each in its own process by default; see
+# README.md). JSON lines go to
 # results.jsonl, the table to table.md (and the terminal), progress to run.log.
 #
 #   benches/peer-burn/run.sh [peer-burn flags, e.g. --iters 5 --shapes "1,8,512,512,64"]
@@ -22,6 +23,6 @@ cargo build --release -q
 # stdout (JSON) to the results file, stderr through tee to the log and the terminal.
 status=0
 { "$CARGO_TARGET_DIR/release/peer-burn" "$@" 2>&1 >&3 | tee "$out/run.log" >&2; } 3>"$out/results.jsonl" || status=$?
-grep -E '^(\||[0-9]+ timed calls)' "$out/run.log" >"$out/table.md" || true
+grep -E '^(\||[0-9]+ (timed calls|rounds))' "$out/run.log" >"$out/table.md" || true
 echo "results: $out/results.jsonl, $out/table.md" >&2
 exit "$status"

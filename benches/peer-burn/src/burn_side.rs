@@ -4,6 +4,9 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{DType, Device, DeviceKind, Tensor, TensorData};
 
+use crate::inputs::{Inputs, Shape};
+use crate::library::Library;
+
 pub struct Burn {
     device: Device,
 }
@@ -22,34 +25,6 @@ impl Burn {
         Self {
             device: Device::wgpu(DeviceKind::DefaultDevice),
         }
-    }
-
-    pub fn adapter(&self) -> String {
-        self.device
-            .identity()
-            .map(|id| id.name)
-            .unwrap_or_else(|| "default".into())
-    }
-
-    pub fn prepare(
-        &self,
-        dims: ([usize; 4], [usize; 4]),
-        data: [Vec<f32>; 3],
-        causal: bool,
-    ) -> Result<Prepared, String> {
-        let (qd, kd) = dims;
-        let [q, k, v] = data;
-        let up = |x: Vec<f32>, d: [usize; 4]| {
-            Tensor::<4>::from_data(TensorData::new(x, d), (&self.device, DType::F32))
-        };
-        let p = Prepared {
-            q: up(q, qd),
-            k: up(k, kd),
-            v: up(v, kd),
-            causal,
-        };
-        self.sync()?;
-        Ok(p)
     }
 
     fn launch(&self, p: &Prepared) -> Tensor<4> {
@@ -76,17 +51,45 @@ impl Burn {
             .sync()
             .map_err(|e| format!("burn device sync: {e:?}"))
     }
+}
 
-    /// One call, launched and waited for.
-    pub fn run(&self, p: &Prepared) -> Result<(), String> {
+impl Library for Burn {
+    type Prepared = Prepared;
+
+    fn adapter(&self) -> String {
+        self.device
+            .identity()
+            .map(|id| id.name)
+            .unwrap_or_else(|| "default".into())
+    }
+
+    fn prepare(&self, shape: &Shape, inputs: &Inputs) -> Result<Prepared, String> {
+        let up = |x: &ndarray::Array4<f32>| {
+            let data = TensorData::new(x.iter().copied().collect::<Vec<f32>>(), x.shape());
+            Tensor::<4>::from_data(data, (&self.device, DType::F32))
+        };
+        let p = Prepared {
+            q: up(&inputs.q),
+            k: up(&inputs.k),
+            v: up(&inputs.v),
+            causal: shape.causal,
+        };
+        self.sync()?;
+        Ok(p)
+    }
+
+    fn path(&self, _: &Prepared) -> String {
+        "attention".into()
+    }
+
+    fn run(&self, p: &Prepared) -> Result<(), String> {
         let out = self.launch(p);
         self.sync()?;
         drop(out);
         Ok(())
     }
 
-    /// One more call, read back to the host.
-    pub fn read(&self, p: &Prepared) -> Result<Vec<f32>, String> {
+    fn read(&self, p: &Prepared) -> Result<Vec<f32>, String> {
         let data = self.launch(p).into_data();
         data.try_to_vec::<f32>()
             .map_err(|e| format!("burn read back: {e:?}"))

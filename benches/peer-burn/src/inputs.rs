@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use ndarray::Array4;
+
 /// One attention problem: `(B, H, Lq, Lk, D)`, Hkv = H and Dv = D, optionally causal
 /// (aligned bottom-right, as burn aligns it).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -47,6 +49,16 @@ impl Shape {
                 "shape '{s}': needs five positive counts B,H,Lq,Lk,D, then optionally ',causal'"
             )),
         }
+    }
+
+    /// The shape as `--shapes` takes it.
+    pub fn arg(&self) -> String {
+        let s = self;
+        let causal = if s.causal { ",causal" } else { "" };
+        format!(
+            "{},{},{},{},{}{causal}",
+            s.batch, s.heads, s.len_q, s.len_k, s.dim
+        )
     }
 
     pub fn q_dims(&self) -> [usize; 4] {
@@ -109,4 +121,25 @@ pub fn normal(n: usize, seed: u64) -> Vec<f32> {
             ((-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()) as f32
         })
         .collect()
+}
+
+/// One shape's inputs: q, k and v as seeded standard normals (seeds 1, 2, 3), so every
+/// process of a run and both libraries see the same numbers.
+pub struct Inputs {
+    pub q: Array4<f32>,
+    pub k: Array4<f32>,
+    pub v: Array4<f32>,
+}
+
+impl Inputs {
+    pub fn new(shape: &Shape) -> Result<Self, String> {
+        let array = |d: [usize; 4], seed| {
+            Array4::from_shape_vec(d, normal(d.iter().product(), seed)).map_err(|e| e.to_string())
+        };
+        Ok(Self {
+            q: array(shape.q_dims(), 1)?,
+            k: array(shape.kv_dims(), 2)?,
+            v: array(shape.kv_dims(), 3)?,
+        })
+    }
 }

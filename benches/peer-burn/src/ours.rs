@@ -1,12 +1,13 @@
 //! This crate's side: device tensors, tuning on, the public device-resident entry point.
 
-use ndarray::{Array4, ArrayD};
+use ndarray::Array4;
 use wgpu_attention::{
     Alignment, AttentionOptions, GpuContext, GpuOutputs, GpuTensor, KernelPath,
     attention_gpu_into_async, kernel_path,
 };
 
-use crate::inputs::Shape;
+use crate::inputs::{Inputs, Shape};
+use crate::library::Library;
 
 pub struct Ours {
     ctx: GpuContext,
@@ -39,22 +40,21 @@ impl Ours {
         ctx.set_autotune(true);
         Ok(Self { ctx })
     }
+}
 
-    pub fn adapter(&self) -> String {
+impl Library for Ours {
+    type Prepared = Prepared;
+
+    fn adapter(&self) -> String {
         let info = self.ctx.adapter_info();
         format!("{} ({}, {})", info.name, info.driver, info.driver_info)
     }
 
-    pub fn prepare(
-        &self,
-        shape: &Shape,
-        q: &Array4<f32>,
-        k: &Array4<f32>,
-        v: &Array4<f32>,
-    ) -> Result<Prepared, String> {
+    fn prepare(&self, shape: &Shape, inputs: &Inputs) -> Result<Prepared, String> {
         let up = |a: &Array4<f32>| {
             GpuTensor::from_array(&self.ctx, a.view().into_dyn()).map_err(|e| e.to_string())
         };
+        let (q, k, v) = (&inputs.q, &inputs.k, &inputs.v);
         let opts = options(shape);
         let outputs = GpuOutputs::allocate(&self.ctx, q.shape(), k.shape(), v.shape(), &opts)
             .map_err(|e| e.to_string())?;
@@ -68,7 +68,7 @@ impl Ours {
     }
 
     /// The kernel path the call takes (`Auto` resolved).
-    pub fn path(&self, p: &Prepared) -> String {
+    fn path(&self, p: &Prepared) -> String {
         match kernel_path(&self.ctx, p.q.shape(), p.k.shape(), p.v.shape(), &p.opts) {
             Ok(KernelPath::Fused) => "fused".into(),
             Ok(KernelPath::Decode) => "decode".into(),
@@ -77,9 +77,7 @@ impl Ours {
         }
     }
 
-    /// One call, submitted and waited for: the span a user waits for a result that
-    /// stays on the device.
-    pub fn run(&self, p: &Prepared) -> Result<(), String> {
+    fn run(&self, p: &Prepared) -> Result<(), String> {
         pollster::block_on(attention_gpu_into_async(
             &self.ctx, &p.q, &p.k, &p.v, &p.opts, &p.outputs,
         ))
@@ -91,7 +89,8 @@ impl Ours {
             .map_err(|e| format!("waiting for the device: {e}"))
     }
 
-    pub fn read(&self, p: &Prepared) -> Result<ArrayD<f32>, String> {
-        p.outputs.out.read(&self.ctx).map_err(|e| e.to_string())
+    fn read(&self, p: &Prepared) -> Result<Vec<f32>, String> {
+        let out = p.outputs.out.read(&self.ctx).map_err(|e| e.to_string())?;
+        Ok(out.iter().copied().collect())
     }
 }

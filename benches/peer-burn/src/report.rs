@@ -46,6 +46,7 @@ impl Side {
 pub struct Row {
     pub shape: Shape,
     pub iters: usize,
+    pub timing: &'static str,
     pub ours_path: String,
     pub ours: Side,
     pub burn: Side,
@@ -63,7 +64,7 @@ impl Row {
         format!(
             concat!(
                 "{{\"shape\": [{}, {}, {}, {}, {}], \"causal\": {}, \"alignment\": \"bottom-right\", ",
-                "\"iters\": {}, \"timing\": \"wall, launch to device idle, interleaved\", ",
+                "\"iters\": {}, \"timing\": \"{}\", ",
                 "\"flops\": {}, \"ours_path\": \"{}\", \"ours\": {}, \"burn\": {}, ",
                 "\"speedup_ours_vs_burn\": {}, \"max_diff_ours_vs_burn\": {}, ",
                 "\"ours_adapter\": {}, \"burn_adapter\": {}, \"burn_version\": \"0.22.1\"}}"
@@ -75,6 +76,7 @@ impl Row {
             s.dim,
             s.causal,
             self.iters,
+            self.timing,
             s.flops(),
             self.ours_path,
             self.ours.json(),
