@@ -97,6 +97,24 @@ pub enum FusedKernel {
 }
 
 impl FusedKernel {
+    /// The kernel a name stands for: `auto`, `rows`, `tiled` or `lanes` (the names of
+    /// `WGPU_ATTENTION_KERNEL`); `None` for any other name.
+    ///
+    /// ```
+    /// use wgpu_attention::FusedKernel;
+    /// assert_eq!(FusedKernel::from_name("tiled"), Some(FusedKernel::Tiled));
+    /// assert_eq!(FusedKernel::from_name("subgroup-decode"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim() {
+            "auto" => Some(FusedKernel::Auto),
+            "rows" => Some(FusedKernel::Rows),
+            "tiled" => Some(FusedKernel::Tiled),
+            "lanes" => Some(FusedKernel::Lanes),
+            _ => None,
+        }
+    }
+
     /// The choice named among the comma-separated names of `WGPU_ATTENTION_KERNEL`
     /// (which may also name `subgroup-decode`, for the decode path), `Auto` when unset or
     /// none names a fused kernel.
@@ -104,12 +122,7 @@ impl FusedKernel {
         let names = std::env::var("WGPU_ATTENTION_KERNEL").unwrap_or_default();
         names
             .split(',')
-            .find_map(|name| match name.trim() {
-                "rows" => Some(FusedKernel::Rows),
-                "tiled" => Some(FusedKernel::Tiled),
-                "lanes" => Some(FusedKernel::Lanes),
-                _ => None,
-            })
+            .find_map(Self::from_name)
             .unwrap_or(FusedKernel::Auto)
     }
 }

@@ -24,8 +24,9 @@ use common::{assert_close, qkv, Rng, ATOL, RTOL};
 use ndarray::{Array, Array2, Array4, ArrayD, IxDyn};
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_attention::{
-    attention_async, attention_cpu, attention_gpu_into_async, Alignment, AttentionError,
-    AttentionOptions, GpuContext, GpuOutputs, GpuTensor, KernelPath, Mask, Precision, Window,
+    attention_async, attention_cpu, attention_gpu_into_async, fused_kernel_taken, Alignment,
+    AttentionError, AttentionOptions, FusedKernel, GpuContext, GpuOutputs, GpuTensor, KernelPath,
+    Mask, Precision, Window,
 };
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -55,6 +56,16 @@ async fn ctx() -> Rc<GpuContext> {
         info.subgroup_max_size,
         made.features()
     );
+    // Built with WGPU_ATTENTION_KERNEL=rows|tiled|lanes in the environment, the suite runs
+    // with that fused kernel forced, as the variable does natively at run time.
+    if let Some(names) = option_env!("WGPU_ATTENTION_KERNEL") {
+        let kernel = names
+            .split(',')
+            .find_map(FusedKernel::from_name)
+            .unwrap_or_else(|| panic!("WGPU_ATTENTION_KERNEL={names:?} names no fused kernel"));
+        console_log!("fused kernel forced: {kernel:?}");
+        made.set_fused_kernel(kernel);
+    }
     let made = Rc::new(made);
     CTX.with(|c| *c.borrow_mut() = Some(made.clone()));
     made
@@ -293,6 +304,30 @@ async fn fused_and_decode_paths() {
             ..Default::default()
         };
         check_requested(&format!("{path:?}"), &q, &k, &v, &opts).await;
+    }
+}
+
+/// Each fused kernel forced on the browser's adapter (a context of its own): the row and
+/// tiled kernels run as forced, their shapes fitting the browser's limits; the lanes
+/// kernel needs subgroups, which wgpu's WebGPU backend does not offer, so others serve.
+#[wasm_bindgen_test]
+async fn forced_fused_kernels_run_where_they_fit() {
+    let ctx = GpuContext::new_async()
+        .await
+        .expect("no WebGPU adapter in this browser");
+    for kernel in [FusedKernel::Rows, FusedKernel::Tiled, FusedKernel::Lanes] {
+        ctx.set_fused_kernel(kernel);
+        for (d, causal) in [(64, false), (64, true), (20, false)] {
+            let taken = fused_kernel_taken(&ctx, [1, 4, 100, d], [2, 200, d], causal)
+                .await
+                .unwrap();
+            let what = format!("{kernel:?} forced, D {d}, causal {causal}: {taken:?} ran");
+            if kernel == FusedKernel::Lanes {
+                assert_ne!(taken, kernel, "{what}");
+            } else {
+                assert_eq!(taken, kernel, "{what}");
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::fused::FusedKind;
 use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
@@ -100,4 +101,28 @@ pub async fn fused_key_budget(ctx: &GpuContext, dim: usize) -> Result<Option<u64
     let p = plain_problem([1, 1, 1, dim], [1, 1, dim], false, 0, false);
     let cfg = fused_config(ctx, &p, Elem::F32).await?;
     key_budget(ctx, &p, Elem::F32, FirstPass::Fused(cfg)).await
+}
+
+/// The fused kernel an untuned call on `ctx` runs for f32 q of shape `q` (B, H, Lq, D)
+/// against K/V of `kv` (Hkv, Lk, Dv), without a mask: with a kernel forced
+/// ([`GpuContext::set_fused_kernel`]), whether it fits or another serves. Lets tests show
+/// that the kernel they force is the one that ran.
+///
+/// # Errors
+/// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when no fused
+/// configuration fits; device errors.
+#[doc(hidden)]
+pub async fn fused_kernel_taken(
+    ctx: &GpuContext,
+    q: [usize; 4],
+    kv: [usize; 3],
+    causal: bool,
+) -> Result<crate::FusedKernel> {
+    ctx.check_alive()?;
+    let p = plain_problem(q, kv, causal, 0, false);
+    Ok(match fused_config(ctx, &p, Elem::F32).await?.kind {
+        FusedKind::Rows => crate::FusedKernel::Rows,
+        FusedKind::Tiled(_) => crate::FusedKernel::Tiled,
+        FusedKind::Lanes(_) => crate::FusedKernel::Lanes,
+    })
 }

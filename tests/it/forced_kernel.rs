@@ -6,10 +6,12 @@
 //! not fit a problem (head dims, device limits) the others serve it, as in the library.
 
 /// The tests above for `$kernel` (a [`wgpu_attention::FusedKernel`]), named `$name` in
-/// messages. Expands to the items of the calling module.
+/// messages; `$built_for` tells from a context whether its adapter is one the kernel is
+/// built for (where it must be the kernel that runs). Expands to the items of the calling
+/// module.
 #[macro_export]
 macro_rules! forced_kernel_tests {
-    ($kernel:expr, $name:literal) => {
+    ($kernel:expr, $name:literal, $built_for:expr) => {
         use std::sync::OnceLock;
 
         use ndarray::{s, Array4};
@@ -42,6 +44,29 @@ macro_rules! forced_kernel_tests {
             o: &AttentionOptions<'_>,
         ) {
             check_against_reference_on(kernel_ctx(), what, q, k, v, o);
+        }
+
+        /// The forced kernel is the one that runs where the adapter is one it is built
+        /// for (so the tests here test it), and the others serve elsewhere.
+        #[test]
+        fn the_forced_kernel_runs_where_it_is_built_for() {
+            let ctx = kernel_ctx();
+            let built_for: fn(&GpuContext) -> bool = $built_for;
+            for (d, causal) in [(64, false), (64, true), (128, false)] {
+                let taken = pollster::block_on(fused_kernel_taken(
+                    ctx,
+                    [1, 4, 300, d],
+                    [2, 500, d],
+                    causal,
+                ))
+                .unwrap();
+                let what = format!("{} forced, D {d}, causal {causal}", $name);
+                if built_for(ctx) {
+                    assert_eq!(taken, $kernel, "{what}");
+                } else {
+                    assert_ne!(taken, $kernel, "{what}");
+                }
+            }
         }
 
         #[test]

@@ -26,8 +26,11 @@ pub(crate) const MAX_DIM: usize = 128;
 /// slowly that its tests did not finish, so it is not offered there untested.
 const SIZES: [u32; 1] = [8];
 
-/// vec4s of Q (or of the output) one invocation may hold: rows x vec4s of a row.
-const MAX_REG4: u32 = 128;
+/// vec4s of Q (or of the output) one invocation may hold: rows x vec4s of a row. Past
+/// a few dozen they live on the driver's stack either way; the bound keeps that stack
+/// (Q, output and one block's broadcast K and V) within a CPU core's L2 cache, and the
+/// unrolled source's compile time within seconds.
+const MAX_REG4: u32 = 256;
 
 /// One configuration: the subgroup size it is built for (it fits only where the
 /// adapter's subgroups are exactly that wide) and query rows per invocation.

@@ -87,6 +87,7 @@ pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
     fused(32, 1, 4),
     lanes(8, 8),
     lanes(8, 4),
+    lanes(8, 16),
 ];
 
 const fn decode(
@@ -144,8 +145,9 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 /// on lavapipe, where every lane's load from memory is its own scalar load and a
 /// subgroup broadcast is a register shuffle. The lanes kernel is several times the
 /// others' speed there, but its unrolled source takes the driver about a second (4 rows
-/// per invocation) to two and a half (8 rows) to compile per head-dim class, against a
-/// fifth of a second for the row kernel. So it comes first where that pays: when tuning
+/// per invocation) to two and a half (8 rows) or five (16 rows) to compile per head-dim
+/// class, against a fifth of a second for the row kernel. (More rows per invocation
+/// share each K and V load among more rows, and loads are what lavapipe is slowest at.) So it comes first where that pays: when tuning
 /// (which times it beside the others) and for problems whose queries and keys both pass
 /// [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
 /// tiled kernel with row groups on neighbouring invocations come first. Only the lanes
@@ -155,8 +157,8 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 /// that fit; untuned calls take the first.
 const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7, 16, 15];
 /// As [`FUSED_CPU_FIRST`], the lanes kernel first (4 rows per invocation, the quicker to
-/// compile, then 8).
-const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 10, 11, 5, 6, 7];
+/// compile, then 8 and 16).
+const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 17, 10, 11, 5, 6, 7];
 /// Query and key lengths past which untuned calls on CPU adapters take the lanes kernel
 /// first (see [`FUSED_CPU_FIRST`]).
 const LANES_FIRST_LEN: usize = 256;
@@ -439,7 +441,10 @@ mod timing {
         let (hkv, lq, lk) = if decode {
             (p.heads_kv.min(8), p.len_q, p.len_k.min(8192))
         } else {
-            (1, p.len_q.min(128), p.len_k.min(512))
+            // Enough query rows and heads for several workgroups per core even with the
+            // largest tiles (a proxy of one workgroup would leave a CPU adapter's other
+            // cores idle and favour the smallest tile).
+            (p.heads_kv.min(2), p.len_q.min(512), p.len_k.min(512))
         };
         // Top-left or bottom-right alignment, as `p` has it.
         let pos_offset = if p.pos_offset == 0 {
