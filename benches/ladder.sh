@@ -65,8 +65,15 @@ check() { # SHAPE PRECISION RUN_FLAGS...
     python3 "$helper" inputs "$work" "$shape" 7
     local io=(--q "$work/q.npy" --k "$work/k.npy" --v "$work/v.npy")
     local line="$shape $precision $*:"
+    # The reference takes the same options but no --path (it picks a GPU kernel).
+    local cpu_flags=() skip=0 f
+    for f in "$@"; do
+        if [ "$skip" = 1 ]; then skip=0; continue; fi
+        if [ "$f" = --path ]; then skip=1; continue; fi
+        cpu_flags+=("$f")
+    done
     if "$bin" run "${io[@]}" --out "$work/gpu.npy" --precision "$precision" "$@" 2>>"$out/check.txt" &&
-        "$bin" run "${io[@]}" --out "$work/cpu.npy" --precision "$precision" --backend cpu "$@" 2>>"$out/check.txt"; then
+        "$bin" run "${io[@]}" --out "$work/cpu.npy" --precision "$precision" --backend cpu "${cpu_flags[@]}" 2>>"$out/check.txt"; then
         line+=" $(python3 "$helper" compare "$work/gpu.npy" "$work/cpu.npy" "$precision")" || true
     else
         line+=" FAIL (run exited nonzero)"
