@@ -10,7 +10,6 @@ use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::FusedKind;
 use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
@@ -120,9 +119,5 @@ pub async fn fused_kernel_taken(
 ) -> Result<crate::FusedKernel> {
     ctx.check_alive()?;
     let p = plain_problem(q, kv, causal, 0, false);
-    Ok(match fused_config(ctx, &p, Elem::F32).await?.kind {
-        FusedKind::Rows => crate::FusedKernel::Rows,
-        FusedKind::Tiled(_) => crate::FusedKernel::Tiled,
-        FusedKind::Lanes(_) => crate::FusedKernel::Lanes,
-    })
+    Ok(fused_config(ctx, &p, Elem::F32).await?.kind.kernel())
 }

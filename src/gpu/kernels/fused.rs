@@ -48,6 +48,17 @@ pub(crate) enum FusedKind {
     Lanes(LanesShape),
 }
 
+impl FusedKind {
+    /// The kernel choice this configuration belongs to (what forcing a kernel selects).
+    pub(crate) fn kernel(&self) -> crate::FusedKernel {
+        match self {
+            FusedKind::Rows => crate::FusedKernel::Rows,
+            FusedKind::Tiled(_) => crate::FusedKernel::Tiled,
+            FusedKind::Lanes(_) => crate::FusedKernel::Lanes,
+        }
+    }
+}
+
 /// One set of override constants: invocations per workgroup, rows per invocation, keys
 /// per K/V tile, and the kernel (for the tiled and lanes kernels `wg` and `keys` are
 /// their invocations and keys per tile).

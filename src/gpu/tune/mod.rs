@@ -147,9 +147,9 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 /// others' speed there, but its unrolled source takes the driver about a second (4 rows
 /// per invocation) to two and a half (8 rows) or five (16 rows) to compile per head-dim
 /// class, against a fifth of a second for the row kernel. (More rows per invocation
-/// share each K and V load among more rows, and loads are what lavapipe is slowest at.) So it comes first where that pays: when tuning
-/// (which times it beside the others) and for problems whose queries and keys both pass
-/// [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
+/// share each K and V load among more rows, and loads are what lavapipe is slowest at.)
+/// So it comes first where that pays: when tuning (which times it beside the others)
+/// and for problems whose queries and keys both pass [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
 /// tiled kernel with row groups on neighbouring invocations come first. Only the lanes
 /// shapes built for the adapter's subgroup size fit, and only where its subgroups are
 /// fixed (not on the web, nor the GL backend). For decoding: q rows in private memory,
@@ -295,12 +295,7 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
         .into_iter()
         .filter(|c| c.fits(ctx, p))
         .collect();
-    let wanted = |c: &FusedConfig| match kernel {
-        FusedKernel::Auto => true,
-        FusedKernel::Rows => c.kind == FusedKind::Rows,
-        FusedKernel::Tiled => matches!(c.kind, FusedKind::Tiled(_)),
-        FusedKernel::Lanes => matches!(c.kind, FusedKind::Lanes(_)),
-    };
+    let wanted = |c: &FusedConfig| kernel == FusedKernel::Auto || c.kind.kernel() == kernel;
     let mut fitting: Vec<FusedConfig> = all.iter().copied().filter(wanted).take(TIMED).collect();
     // Forced onto the tiled kernel where none of its configurations fits: the row kernel.
     if fitting.is_empty() {
