@@ -122,6 +122,9 @@ pub fn time_ms(f: impl FnOnce() -> Result<(), String>) -> Result<f64, String> {
     Ok(started.elapsed().as_secs_f64() * 1e3)
 }
 
+/// The two libraries' adapters and one result per shape.
+pub type Measurements = (String, String, Vec<Result<Measured, String>>);
+
 /// One shape measured on both libraries, before the outputs are compared.
 pub struct Measured {
     inputs: Inputs,
@@ -203,7 +206,7 @@ fn child(side: &str, out_dir: &std::path::Path, args: &Args) -> Result<(), Strin
 }
 
 /// Every shape on both libraries: the adapters and one result per shape.
-fn measure(args: &Args) -> Result<(String, String, Vec<Result<Measured, String>>), String> {
+fn measure(args: &Args) -> Result<Measurements, String> {
     match args.mode {
         Mode::Separate => separate::measure_all(args),
         Mode::Interleaved => {

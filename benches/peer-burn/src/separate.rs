@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use crate::inputs::{Inputs, Shape};
 use crate::library::Library;
 use crate::report::Side;
-use crate::{Args, Measured, time_ms};
+use crate::{Args, Measured, Measurements, time_ms};
 
 /// One library's results for one shape in one process.
 struct Run {
@@ -74,9 +74,9 @@ struct Collected {
 
 /// The parent: `args.rounds` rounds of one child per library, then one result per shape
 /// (an error for a shape either library failed). Returns the two adapters too.
-pub fn measure_all(args: &Args) -> Result<(String, String, Vec<Result<Measured, String>>), String> {
-    let dir = std::env::temp_dir().join(format!("peer-burn-{}", std::process::id()));
-    let dirs = [dir.join("ours"), dir.join("burn")];
+pub fn measure_all(args: &Args) -> Result<Measurements, String> {
+    let dir = TempDir(std::env::temp_dir().join(format!("peer-burn-{}", std::process::id())));
+    let dirs = [dir.0.join("ours"), dir.0.join("burn")];
     for d in &dirs {
         std::fs::create_dir_all(d).map_err(|e| format!("creating {}: {e}", d.display()))?;
     }
@@ -96,8 +96,16 @@ pub fn measure_all(args: &Args) -> Result<(String, String, Vec<Result<Measured, 
     for (i, shape) in args.shapes.iter().enumerate() {
         results.push(combine(i, shape, &ours, &burn, &dirs));
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok((ours.adapter, burn.adapter, results))
+}
+
+/// The children's output folder, removed however the parent returns.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn empty(args: &Args) -> Collected {
@@ -109,7 +117,7 @@ fn empty(args: &Args) -> Collected {
 }
 
 /// Runs this program as one side's child and returns what it printed.
-fn child(side: &str, args: &Args, out_dir: &PathBuf) -> Result<String, String> {
+fn child(side: &str, args: &Args, out_dir: &Path) -> Result<String, String> {
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let shapes: Vec<String> = args.shapes.iter().map(Shape::arg).collect();
     let out = Command::new(exe)
@@ -181,7 +189,7 @@ fn combine(
     let (Some(o), Some(b)) = (&ours.runs[i], &burn.runs[i]) else {
         return Err("a library reported nothing for this shape".into());
     };
-    let read = |d: &PathBuf| -> Result<Vec<f32>, String> {
+    let read = |d: &Path| -> Result<Vec<f32>, String> {
         let f = d.join(format!("{i}.f32"));
         let bytes = std::fs::read(&f).map_err(|e| format!("reading {}: {e}", f.display()))?;
         Ok(bytes

@@ -93,6 +93,16 @@ impl FusedConfig {
             && shared <= u64::from(l.max_compute_workgroup_storage_size)
     }
 
+    /// Whether the tuner should compile and time this configuration for `p`: all but the
+    /// lanes kernel's slowest-compiling shapes on short problems (see
+    /// `LanesShape::worth_timing`).
+    pub(crate) fn worth_timing(&self, p: &Problem) -> bool {
+        match &self.kind {
+            FusedKind::Lanes(s) => s.worth_timing(p),
+            FusedKind::Rows | FusedKind::Tiled(_) => true,
+        }
+    }
+
     /// The override constants for `p`; `partial` for the first pass of decoding.
     pub(crate) fn constants(&self, p: &Problem, partial: bool) -> Vec<(&'static str, f64)> {
         match &self.kind {

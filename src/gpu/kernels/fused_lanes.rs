@@ -28,9 +28,20 @@ const SIZES: [u32; 1] = [8];
 
 /// vec4s of Q (or of the output) one invocation may hold: rows x vec4s of a row. Past
 /// a few dozen they live on the driver's stack either way; the bound keeps that stack
-/// (Q, output and one block's broadcast K and V) within a CPU core's L2 cache, and the
-/// unrolled source's compile time within seconds.
+/// (Q, output and one block's broadcast K and V) within a CPU core's L2 cache.
 const MAX_REG4: u32 = 256;
+
+/// rows x vec4s past which a variant takes the driver minutes, not seconds, to compile
+/// when its shader cache is cold. Measured on Mesa 22.3's lavapipe at D = 64 (2 cores):
+/// 4 rows about 11 s, 8 rows 38 s, 16 rows 170 s the first time; a later process loads
+/// the build from Mesa's disk cache in 1, 2.5 and 5 s. The compile time grows about as
+/// the square of the unrolled body, and the larger variants gain 10 to 25 % per call, so
+/// the tuner times them only where calls are long enough to repay that
+/// ([`SLOW_COMPILE_FROM_LEN`]).
+const QUICK_REG4: u32 = 128;
+
+/// Query and key lengths from which the tuner also times variants past [`QUICK_REG4`].
+const SLOW_COMPILE_FROM_LEN: usize = 1024;
 
 /// One configuration: the subgroup size it is built for (it fits only where the
 /// adapter's subgroups are exactly that wide) and query rows per invocation.
@@ -62,8 +73,9 @@ pub(crate) fn lanes_size(ctx: &GpuContext) -> Option<u32> {
 }
 
 /// Whether the driver compiles the kernel's unrolled source in reasonable time: measured
-/// on lavapipe, Mesa 22.3 takes 1 to 2.5 s per variant, Mesa 25.0 over a minute (a
-/// minute's first call is no speed-up), so only Mesa 22's llvmpipe is offered it.
+/// on lavapipe with a cold shader cache at D = 64 and 4 rows per invocation, Mesa 22.3
+/// takes about 11 s, Mesa 25.0 69 s (a minute's first call is no speed-up), so only
+/// Mesa 22's llvmpipe is offered it.
 fn quick_compiler(ctx: &GpuContext) -> bool {
     let info = ctx.adapter_info();
     info.driver == "llvmpipe" && info.driver_info.contains("Mesa 22.")
@@ -82,6 +94,14 @@ impl LanesShape {
             && self.rows * widest <= MAX_REG4
             && self.sg <= l.max_compute_invocations_per_workgroup
             && self.sg <= l.max_compute_workgroup_size_x
+    }
+
+    /// Whether the tuner should compile and time this shape for `p` (see
+    /// [`QUICK_REG4`]): quick-to-compile shapes always, the others for long problems.
+    pub(crate) fn worth_timing(&self, p: &Problem) -> bool {
+        let widest = vec4s(p.dim).max(vec4s(p.dim_v));
+        self.rows.saturating_mul(widest) <= QUICK_REG4
+            || (p.len_q >= SLOW_COMPILE_FROM_LEN && p.len_k >= SLOW_COMPILE_FROM_LEN)
     }
 
     /// The override constants; `partial` for the first pass of split-KV.
@@ -409,4 +429,44 @@ pub(crate) fn all_variants() -> Vec<Variant> {
         }
     }
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::validate;
+
+    fn problem(l: usize, d: usize) -> Problem {
+        validate(
+            &[1, 2, l, d],
+            &[1, 2, l, d],
+            &[1, 2, l, d],
+            &Default::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn slow_compiling_shapes_are_timed_only_for_long_problems() {
+        let lanes = |rows| LanesShape { sg: 8, rows };
+        // D = 64: 16 vec4s a row. 4 and 8 rows always; 16 rows from 1,024 on.
+        for l in [1, 128, 512, 1023] {
+            assert!(lanes(4).worth_timing(&problem(l, 64)), "4 rows, L {l}");
+            assert!(lanes(8).worth_timing(&problem(l, 64)), "8 rows, L {l}");
+            assert!(!lanes(16).worth_timing(&problem(l, 64)), "16 rows, L {l}");
+        }
+        assert!(lanes(16).worth_timing(&problem(1024, 64)));
+        // D = 128: 8 rows is as large as 16 at D = 64.
+        assert!(lanes(4).worth_timing(&problem(512, 128)));
+        assert!(!lanes(8).worth_timing(&problem(512, 128)));
+        assert!(lanes(8).worth_timing(&problem(2048, 128)));
+        // Queries and keys must both be long.
+        let p = validate(
+            &[1, 1, 4, 64],
+            &[1, 1, 4096, 64],
+            &[1, 1, 4096, 64],
+            &Default::default(),
+        );
+        assert!(!lanes(16).worth_timing(&p.unwrap()));
+    }
 }

@@ -144,11 +144,13 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
 /// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
 /// on lavapipe, where every lane's load from memory is its own scalar load and a
 /// subgroup broadcast is a register shuffle. The lanes kernel is several times the
-/// others' speed there, but its unrolled source takes the driver about a second (4 rows
-/// per invocation) to two and a half (8 rows) or five (16 rows) to compile per head-dim
-/// class, against a fifth of a second for the row kernel. (More rows per invocation
-/// share each K and V load among more rows, and loads are what lavapipe is slowest at.)
-/// So it comes first where that pays: when tuning (which times it beside the others)
+/// others' speed there, but its unrolled source takes the driver about 11 s (4 rows per
+/// invocation) or 38 s (8 rows) to compile per head-dim class at D = 64 the first time
+/// (1 and 2.5 s once in Mesa's disk cache), against a second for the row kernel; its
+/// 16-row shape takes minutes and is timed only for long problems
+/// (`LanesShape::worth_timing`). (More rows per invocation share each K and V load among
+/// more rows, and loads are what lavapipe is slowest at.) So it comes first where that
+/// pays: when tuning (which times it beside the others)
 /// and for problems whose queries and keys both pass [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
 /// tiled kernel with row groups on neighbouring invocations come first. Only the lanes
 /// shapes built for the adapter's subgroup size fit, and only where its subgroups are
@@ -293,7 +295,7 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     };
     let all: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, cpu_first)
         .into_iter()
-        .filter(|c| c.fits(ctx, p))
+        .filter(|c| c.fits(ctx, p) && c.worth_timing(p))
         .collect();
     let wanted = |c: &FusedConfig| kernel == FusedKernel::Auto || c.kind.kernel() == kernel;
     let mut fitting: Vec<FusedConfig> = all.iter().copied().filter(wanted).take(TIMED).collect();
