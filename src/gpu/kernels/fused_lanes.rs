@@ -41,7 +41,7 @@ const MAX_REG4: u32 = 256;
 const QUICK_REG4: u32 = 128;
 
 /// Query and key lengths from which the tuner also times variants past [`QUICK_REG4`].
-const SLOW_COMPILE_FROM_LEN: usize = 1024;
+pub(crate) const SLOW_COMPILE_FROM_LEN: usize = 1024;
 
 /// One configuration: the subgroup size it is built for (it fits only where the
 /// adapter's subgroups are exactly that wide) and query rows per invocation.

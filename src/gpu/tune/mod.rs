@@ -24,7 +24,7 @@ use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice, SubgroupDecodeCandidate};
 use crate::gpu::kernels::fused::{vec4s, FusedConfig, FusedKind};
-use crate::gpu::kernels::fused_lanes::LanesShape;
+use crate::gpu::kernels::fused_lanes::{LanesShape, SLOW_COMPILE_FROM_LEN};
 use crate::gpu::kernels::fused_tiled::TiledShape;
 use crate::options::FusedKernel;
 use crate::problem::Problem;
@@ -199,12 +199,16 @@ struct ClassKey {
     len_k: u8,
 }
 
+/// Length classes of a tuning decision. One boundary is where the tuner starts timing
+/// the lanes kernel's slowest-compiling shapes, so that what a class times never depends
+/// on which of its problems came first.
 fn bucket(n: usize) -> u8 {
     match n {
         0..=16 => 0,
         17..=256 => 1,
-        257..=4096 => 2,
-        _ => 3,
+        257..SLOW_COMPILE_FROM_LEN => 2,
+        SLOW_COMPILE_FROM_LEN..=4096 => 3,
+        _ => 4,
     }
 }
 
