@@ -86,21 +86,25 @@ impl LanesShape {
     /// is `sg`, head dims within [`MAX_DIM`], the rows' registers within bounds.
     pub(crate) fn fits(&self, ctx: &GpuContext, p: &Problem) -> bool {
         let l = &ctx.limits;
-        let widest = vec4s(p.dim).max(vec4s(p.dim_v));
         lanes_size(ctx) == Some(self.sg)
             && p.dim <= MAX_DIM
             && p.dim_v <= MAX_DIM
             && self.rows >= 1
-            && self.rows * widest <= MAX_REG4
+            && self.reg4(p) <= MAX_REG4
             && self.sg <= l.max_compute_invocations_per_workgroup
             && self.sg <= l.max_compute_workgroup_size_x
+    }
+
+    /// vec4s of Q (or of the output) one invocation holds for `p`: rows x the wider of a
+    /// Q and an output row (what [`MAX_REG4`] and [`QUICK_REG4`] bound).
+    fn reg4(&self, p: &Problem) -> u32 {
+        self.rows.saturating_mul(vec4s(p.dim).max(vec4s(p.dim_v)))
     }
 
     /// Whether the tuner should compile and time this shape for `p` (see
     /// [`QUICK_REG4`]): quick-to-compile shapes always, the others for long problems.
     pub(crate) fn worth_timing(&self, p: &Problem) -> bool {
-        let widest = vec4s(p.dim).max(vec4s(p.dim_v));
-        self.rows.saturating_mul(widest) <= QUICK_REG4
+        self.reg4(p) <= QUICK_REG4
             || (p.len_q >= SLOW_COMPILE_FROM_LEN && p.len_k >= SLOW_COMPILE_FROM_LEN)
     }
 
