@@ -57,7 +57,11 @@ pub enum Command {
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure (no adapter, device error, f16 unsupported).
     #[command(
-        after_help = "Example:\n  wgpu-attention run --q q.npy --k k.npy --v v.npy --causal --window 128,0 --out out.npy --lse lse.npy"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention run --q q.npy --k k.npy --v v.npy --causal --window 128,0 --out out.npy --lse lse.npy"
+        )
     )]
     Run(Box<RunArgs>),
     /// Median time, GFLOP/s and peak device memory of one shape, on random normal inputs.
@@ -70,7 +74,11 @@ pub enum Command {
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
     #[command(
-        after_help = "Example:\n  wgpu-attention bench --shape 1,8,1024,1024,64 --causal --backend both --iters 5"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention bench --shape 1,8,1024,1024,64 --causal --backend both --iters 5"
+        )
     )]
     Bench(BenchArgs),
     /// Multi-head attention with projections, as PyTorch's nn.MultiheadAttention
@@ -85,13 +93,21 @@ pub enum Command {
     /// Exit status: 0 on success, 2 on bad input (a one-line message naming the flag), 1 on
     /// a device or runtime failure.
     #[command(
-        after_help = "Example:\n  wgpu-attention mha --weights layer.safetensors --x x.npy --heads 8 --causal --out y.npy --attn-weights a.npy"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention mha --weights layer.safetensors --x x.npy --heads 8 --causal --out y.npy --attn-weights a.npy"
+        )
     )]
     Mha(Box<MhaArgs>),
     /// Attention weights drawn as a heatmap (SVG or PNG): one matrix, or every head as
     /// small multiples.
     #[command(
-        after_help = "Example:\n  wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --layer 0 --head 0 --values --out cat.png"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --layer 0 --head 0 --values --out cat.png"
+        )
     )]
     Heatmap(Box<super::heatmap::HeatmapArgs>),
     /// Real pretrained models: a Hugging Face BERT directory or a llama-family GGUF file
@@ -135,7 +151,7 @@ pub struct MhaArgs {
     /// implied); the result equals the full causal run.
     #[arg(long, conflicts_with = "kv")]
     pub incremental: bool,
-    /// Where to write y, (B, L, E), f32.
+    /// Where to write y, (B, L, E), f32 (`-`: standard output).
     #[arg(long = "out", value_name = "Y.npy")]
     pub out: PathBuf,
     /// Also write the attention weights, (B, L, S) averaged over heads, f32.
@@ -183,9 +199,14 @@ pub struct BenchArgs {
     /// Timed runs (the median is reported).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub iters: usize,
-    /// One JSON object per line instead of a table.
-    #[arg(long)]
-    pub json: bool,
+    /// One JSON object per line instead of a table, to stdout or to FILE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        num_args = 0..=1,
+        default_missing_value = "-"
+    )]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -215,7 +236,7 @@ pub struct RunArgs {
     /// Values, (B, Hkv, Lk, Dv).
     #[arg(long = "v", value_name = "V.npy")]
     pub v: PathBuf,
-    /// Where to write the output, (B, Hq, Lq, Dv), f32.
+    /// Where to write the output, (B, Hq, Lq, Dv), f32 (`-`: standard output).
     #[arg(long = "out", value_name = "OUT.npy")]
     pub out: PathBuf,
     /// Bool (true = may attend) or float additive mask (-inf forbids), rank 2 to 4,

@@ -1,11 +1,12 @@
 //! `wgpu-attention bench`: measures one shape on the GPU, the CPU reference or both, and
-//! prints a table or one JSON object per line.
+//! prints a table, or writes one JSON object per line (to stdout or a file).
 
 use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing, MAX_ITERS};
 use wgpu_attention::{AttentionError, GpuContext, KernelPath, Precision};
 
 use super::args::{BenchArgs, BenchBackend, PathArg, PrecisionArg};
 use super::exit::CliError;
+use super::io::output::OutputSet;
 use super::progress::Progress;
 
 fn config(args: &BenchArgs) -> Result<BenchConfig, CliError> {
@@ -109,6 +110,13 @@ fn print_table(results: &[BenchResult]) {
 }
 
 pub fn run(args: &BenchArgs, quiet: bool) -> Result<(), CliError> {
+    // Claimed first: an unwritable --json file is bad input before any work.
+    let mut files = OutputSet::new();
+    let json = args
+        .json
+        .as_deref()
+        .map(|p| files.claim_text("--json", p))
+        .transpose()?;
     let config = config(args)?;
     // Shape and option errors before any device work.
     config.flops().map_err(blame)?;
@@ -133,12 +141,18 @@ pub fn run(args: &BenchArgs, quiet: bool) -> Result<(), CliError> {
         );
         results.push(bench_cpu(&config).map_err(blame)?);
     }
-    if args.json {
-        for r in &results {
-            println!("{}", r.to_json());
+    match json {
+        Some(slot) => {
+            files.write(slot, |w| {
+                results
+                    .iter()
+                    .try_for_each(|r| writeln!(w, "{}", r.to_json()))
+            })?;
+            files.commit()
         }
-    } else {
-        print_table(&results);
+        None => {
+            print_table(&results);
+            Ok(())
+        }
     }
-    Ok(())
 }

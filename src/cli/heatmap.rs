@@ -79,8 +79,8 @@ pub struct HeatmapArgs {
     /// Side of a cell in pixels (default 48 with --values, 32 without, 6 in a grid).
     #[arg(long, value_name = "PX")]
     pub cell: Option<f64>,
-    /// Where to write the figure: F.svg or F.png.
-    #[arg(long, value_name = "F.svg|F.png")]
+    /// Where to write the figure: F.svg or F.png (`-`: SVG to standard output).
+    #[arg(long, value_name = "F.svg|F.png|-")]
     pub out: PathBuf,
 }
 
@@ -91,6 +91,10 @@ enum Format {
 }
 
 fn format_of(path: &Path) -> Result<Format, CliError> {
+    // Standard output gets SVG, which is text.
+    if path.as_os_str() == "-" {
+        return Ok(Format::Svg);
+    }
     match path
         .extension()
         .and_then(|e| e.to_str())
@@ -113,7 +117,10 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
     // Claimed before any work: an uncreatable path is bad input, and nothing partial
     // ever appears at it.
     let mut files = OutputSet::new();
-    let slot = files.claim("--out", &args.out)?;
+    let slot = match format {
+        Format::Svg => files.claim_text("--out", &args.out)?,
+        Format::Png => files.claim("--out", &args.out)?,
+    };
     if args.group == 0 {
         return Err(CliError::input("--group", "must be at least 1"));
     }

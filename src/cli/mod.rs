@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod exit;
 mod heatmap;
+mod help;
 mod info;
 mod io;
 mod mha;

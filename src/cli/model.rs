@@ -16,6 +16,8 @@ use wgpu_attention::GpuContext;
 
 use super::args::Backend;
 use super::exit::CliError;
+use super::io::output::OutputSet;
+use super::npy;
 
 /// The flags shared by every `model` subcommand.
 #[derive(Debug, clap::Args)]
@@ -55,14 +57,19 @@ pub enum ModelCommand {
     },
     /// The softmax attention probabilities of every layer and head for a text.
     #[command(
-        after_help = "Example:\n  wgpu-attention model attention --model minilm --text \"The cat sat on the mat\" --out A.npy --tokens-out T.json"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention model attention --model minilm --text \"The cat sat on the mat\" --out A.npy --tokens-out T.json"
+        )
     )]
     Attention {
         #[command(flatten)]
         model: ModelArg,
         #[command(flatten)]
         text: TextArg,
-        /// Where to write the probabilities: float32 (layers, heads, L, L).
+        /// Where to write the probabilities: float32 (layers, heads, L, L); `-` is
+        /// standard output.
         #[arg(long, value_name = "A.npy")]
         out: PathBuf,
         /// Also write the token strings as a JSON list (special tokens included).
@@ -82,7 +89,11 @@ pub enum ModelCommand {
     },
     /// The most likely next tokens after a text, with their probabilities (causal models).
     #[command(
-        after_help = "Example:\n  wgpu-attention model next --model smollm2 --text \"The capital of France is\" --top 5"
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention model next --model smollm2 --text \"The capital of France is\" --top 5"
+        )
     )]
     Next {
         #[command(flatten)]
@@ -316,10 +327,12 @@ fn attention(
     backend: Backend,
     (repeat, stages): (usize, bool),
 ) -> Result<(), CliError> {
-    check_dir("--out", out)?;
-    if let Some(p) = tokens_out {
-        check_dir("--tokens-out", p)?;
-    }
+    // Claimed first: a colliding or unwritable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let out_slot = files.claim("--out", out)?;
+    let tokens_slot = tokens_out
+        .map(|p| files.claim_text("--tokens-out", p))
+        .transpose()?;
     let start = Instant::now();
     let model = load(model)?;
     let load_s = since(start);
@@ -364,19 +377,27 @@ fn attention(
     let probs: Array4<f32> = result
         .and_then(|r| r.attention)
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
-    let mut files = vec![(out, npy_bytes(&probs)?)];
-    if let Some(p) = tokens_out {
+    npy::write(&mut files, out_slot, &probs)?;
+    if let Some(slot) = tokens_slot {
         let names: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
-        let json = serde_json::to_vec(&names)
-            .map_err(|e| CliError::runtime(format!("encoding the tokens: {e}")))?;
-        files.push((p, json));
+        files.write(slot, |w| {
+            serde_json::to_writer(&mut *w, &names)?;
+            Ok(())
+        })?;
     }
-    write_all(&files, &["--out", "--tokens-out"])?;
+    // Standard output may be carrying the array.
+    let to_stderr = files.uses_stdout();
+    files.commit()?;
     let (l, h, n, _) = probs.dim();
-    println!(
+    let summary = format!(
         "{}: float32 ({l}, {h}, {n}, {n}) attention probabilities of {n} tokens",
         out.display()
     );
+    if to_stderr {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     let first = times.first().copied().unwrap_or_default();
     let mut warm = times[1..].to_vec();
     warm.sort_by(f64::total_cmp);
@@ -403,9 +424,10 @@ fn next(
     if top == 0 {
         return Err(CliError::input("--top", "must be at least 1"));
     }
-    if let Some(p) = logits_out {
-        check_dir("--logits-out", p)?;
-    }
+    let mut files = OutputSet::new();
+    let logits_slot = logits_out
+        .map(|p| files.claim("--logits-out", p))
+        .transpose()?;
     let model = load(model)?;
     if !model.info().causal {
         return Err(CliError::input(
@@ -430,11 +452,18 @@ fn next(
         let piece = model.decode(&[id as u32]).map_err(to_cli)?;
         lines.push(format!("{:>2}  {:>6}  {p:.4}  {:?}", rank + 1, id, piece));
     }
-    if let Some(p) = logits_out {
-        write_all(&[(p, npy_bytes(&logits)?)], &["--logits-out"])?;
+    if let Some(slot) = logits_slot {
+        npy::write(&mut files, slot, &logits)?;
     }
+    // Standard output may be carrying the logits.
+    let to_stderr = files.uses_stdout();
+    files.commit()?;
     for line in lines {
-        println!("{line}");
+        if to_stderr {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
     }
     Ok(())
 }
@@ -501,63 +530,5 @@ fn generate(
         rate(after_first, stats.generate_seconds),
         if opts.use_cache { "KV cache" } else { "no cache" },
     );
-    Ok(())
-}
-
-/// Fails early, before any work, when an output's directory does not exist.
-fn check_dir(flag: &'static str, path: &Path) -> Result<(), CliError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if dir.is_dir() {
-        Ok(())
-    } else {
-        Err(CliError::input(
-            flag,
-            format!(
-                "cannot write {}: no directory {}",
-                path.display(),
-                dir.display()
-            ),
-        ))
-    }
-}
-
-fn npy_bytes<D: ndarray::Dimension>(a: &ndarray::Array<f32, D>) -> Result<Vec<u8>, CliError> {
-    use ndarray_npy::WriteNpyExt;
-    let mut bytes = Vec::new();
-    a.write_npy(&mut bytes)
-        .map_err(|e| CliError::runtime(format!("encoding .npy: {e}")))?;
-    Ok(bytes)
-}
-
-/// Writes each file beside its destination, then renames them all into place, so no
-/// output is ever seen half written.
-fn write_all(files: &[(&Path, Vec<u8>)], flags: &[&'static str]) -> Result<(), CliError> {
-    let mut staged = Vec::new();
-    for (n, (path, bytes)) in files.iter().enumerate() {
-        let flag = flags.get(n).copied().unwrap_or("--out");
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".partial-{}", std::process::id()));
-        let tmp = path.with_file_name(name);
-        if let Err(e) = std::fs::write(&tmp, bytes) {
-            let _ = std::fs::remove_file(&tmp);
-            for (_, t, _) in &staged {
-                let _ = std::fs::remove_file(t);
-            }
-            return Err(CliError::input(
-                flag,
-                format!("cannot write {}: {e}", path.display()),
-            ));
-        }
-        staged.push((flag, tmp, *path));
-    }
-    for (flag, tmp, path) in &staged {
-        std::fs::rename(tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(tmp);
-            CliError::input(flag, format!("cannot write {}: {e}", path.display()))
-        })?;
-    }
     Ok(())
 }

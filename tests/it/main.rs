@@ -13,6 +13,7 @@ mod cli_heatmap;
 mod cli_malformed;
 mod cli_mha;
 mod cli_model;
+mod cli_output_targets;
 mod cli_outputs;
 mod cli_random_args;
 mod common;

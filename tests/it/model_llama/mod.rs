@@ -8,5 +8,5 @@
 
 mod gguf_writer;
 mod real;
-mod tiny;
+pub mod tiny;
 mod tiny_model;

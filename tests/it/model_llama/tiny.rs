@@ -235,7 +235,8 @@ fn tokenizer_round_trips_and_matches_special_tokens() {
     assert_eq!(m.decode(&ids).expect("decode"), "a the 42<|endoftext|>");
 }
 
-fn tiny_gguf(tied: bool) -> Vec<u8> {
+/// The tiny model as a GGUF file's bytes (`tied`: the output head shares the embedding).
+pub fn tiny_gguf(tied: bool) -> Vec<u8> {
     write(
         &llama_meta(&TINY, &tiny_tokenizer_spec()),
         &llama_tensors(&TINY, &tiny_weights(8, tied)),
