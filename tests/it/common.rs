@@ -4,7 +4,7 @@
 use ndarray::{Array4, ArrayD, ArrayView, Dimension, IxDyn};
 #[cfg(not(target_arch = "wasm32"))]
 use wgpu_attention::GpuContext;
-use wgpu_attention::{Alignment, AttentionOptions, AttentionOutput};
+use wgpu_attention::{Alignment, AttentionOptions, AttentionOutput, Mask, Window};
 
 /// One context for the whole test binary: pipelines compile once. Native only: on the
 /// web a context is neither `Sync` nor made without awaiting (see tests/web.rs).
@@ -100,6 +100,80 @@ pub fn bottom_right_causal<'a>() -> AttentionOptions<'a> {
         causal: true,
         alignment: Alignment::BottomRight,
         ..Default::default()
+    }
+}
+
+/// The masks and key lengths of [`EveryOption::cases`] for a batch of two with
+/// `lq` queries against `lk` keys (`lk` at least 702), made from `seed`.
+pub struct EveryOption {
+    keep: ArrayD<bool>,
+    bias: ArrayD<f32>,
+    lens: [u32; 2],
+    lens_short: [u32; 2],
+}
+
+impl EveryOption {
+    pub fn new(seed: u64, lq: usize, lk: usize) -> Self {
+        assert!(lk > 701, "the short key lengths need more than 701 keys");
+        Self {
+            keep: bool_mask(seed + 1, &[2, 1, lq, lk], 0.5),
+            bias: additive_mask(seed + 2, &[lq, lk], 0.3),
+            lens: [lk as u32 - 1, 0],
+            lens_short: [700, 1],
+        }
+    }
+
+    /// Each option of the contract once, named: a 4-D broadcast boolean mask, an
+    /// additive mask with -inf under bottom-right causality, top-left causality, key
+    /// lengths with an empty batch, short key lengths under a window, and a scale.
+    pub fn cases(&self) -> Vec<(&'static str, AttentionOptions<'_>)> {
+        vec![
+            ("plain", AttentionOptions::default()),
+            (
+                "bool mask 4d broadcast",
+                AttentionOptions {
+                    mask: Some(Mask::Bool(self.keep.view())),
+                    ..Default::default()
+                },
+            ),
+            (
+                "additive mask with -inf, causal bottom-right",
+                AttentionOptions {
+                    mask: Some(Mask::Additive(self.bias.view())),
+                    ..bottom_right_causal()
+                },
+            ),
+            (
+                "causal top-left",
+                AttentionOptions {
+                    causal: true,
+                    ..Default::default()
+                },
+            ),
+            (
+                "kv_lens with an empty batch",
+                AttentionOptions {
+                    kv_lens: Some(&self.lens),
+                    ..Default::default()
+                },
+            ),
+            (
+                "kv_lens short, window",
+                AttentionOptions {
+                    kv_lens: Some(&self.lens_short),
+                    window: Some(Window::new(300, 10)),
+                    alignment: Alignment::BottomRight,
+                    ..Default::default()
+                },
+            ),
+            (
+                "scale",
+                AttentionOptions {
+                    scale: Some(0.05),
+                    ..Default::default()
+                },
+            ),
+        ]
     }
 }
 

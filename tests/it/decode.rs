@@ -45,51 +45,7 @@ fn short_queries_straddling_tile_edges() {
 #[test]
 fn every_option_across_key_ranges() {
     let (q, k, v) = qkv(1300, (2, 6, 2), (3, 2000), (32, 16));
-    let keep = bool_mask(1301, &[2, 1, 3, 2000], 0.5);
-    let bias = additive_mask(1302, &[3, 2000], 0.3);
-    let lens = [1999u32, 0];
-    let lens_short = [700u32, 1];
-    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
-        ("plain", AttentionOptions::default()),
-        (
-            "bool mask 4d broadcast",
-            AttentionOptions {
-                mask: Some(Mask::Bool(keep.view())),
-                ..Default::default()
-            },
-        ),
-        (
-            "additive mask with -inf",
-            AttentionOptions {
-                mask: Some(Mask::Additive(bias.view())),
-                ..bottom_right_causal()
-            },
-        ),
-        (
-            "kv_lens with an empty batch",
-            AttentionOptions {
-                kv_lens: Some(&lens),
-                ..Default::default()
-            },
-        ),
-        (
-            "kv_lens short, window",
-            AttentionOptions {
-                kv_lens: Some(&lens_short),
-                window: Some(Window::new(300, 10)),
-                alignment: Alignment::BottomRight,
-                ..Default::default()
-            },
-        ),
-        (
-            "scale",
-            AttentionOptions {
-                scale: Some(0.05),
-                ..Default::default()
-            },
-        ),
-    ];
-    for (what, opts) in cases {
+    for (what, opts) in EveryOption::new(1300, 3, 2000).cases() {
         check_against_reference(what, &q, &k, &v, &decode(opts));
     }
 }

@@ -96,59 +96,9 @@ fn every_width_matches_the_reference() {
 #[test]
 fn every_option_at_every_width() {
     let (q, k, v) = qkv(4400, (2, 6, 2), (3, 2000), (32, 16));
-    let keep = bool_mask(4401, &[2, 1, 3, 2000], 0.5);
-    let bias = additive_mask(4402, &[3, 2000], 0.3);
-    let lens = [1999u32, 0];
-    let lens_short = [700u32, 1];
-    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
-        ("plain", AttentionOptions::default()),
-        (
-            "bool mask 4d broadcast",
-            AttentionOptions {
-                mask: Some(Mask::Bool(keep.view())),
-                ..Default::default()
-            },
-        ),
-        (
-            "additive mask with -inf, causal",
-            AttentionOptions {
-                mask: Some(Mask::Additive(bias.view())),
-                ..bottom_right_causal()
-            },
-        ),
-        (
-            "causal top-left",
-            AttentionOptions {
-                causal: true,
-                ..Default::default()
-            },
-        ),
-        (
-            "kv_lens with an empty batch",
-            AttentionOptions {
-                kv_lens: Some(&lens),
-                ..Default::default()
-            },
-        ),
-        (
-            "kv_lens short, window",
-            AttentionOptions {
-                kv_lens: Some(&lens_short),
-                window: Some(Window::new(300, 10)),
-                alignment: Alignment::BottomRight,
-                ..Default::default()
-            },
-        ),
-        (
-            "scale",
-            AttentionOptions {
-                scale: Some(0.05),
-                ..Default::default()
-            },
-        ),
-    ];
+    let cases = EveryOption::new(4400, 3, 2000);
     for (d_split, c) in contexts() {
-        for (what, opts) in &cases {
+        for (what, opts) in &cases.cases() {
             let what = format!("d_split {d_split}: {what}");
             check_against_reference_on(&c, &what, &q, &k, &v, &decode(opts.clone()));
         }

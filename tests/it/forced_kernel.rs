@@ -7,11 +7,11 @@
 
 /// The tests above for `$kernel` (a [`wgpu_attention::FusedKernel`]), named `$name` in
 /// messages; `$built_for` tells from a context whether its adapter is one the kernel is
-/// built for (where it must be the kernel that runs). Expands to the items of the calling
-/// module.
+/// built for (where it must be the kernel that runs). Attributes before the kernel (an
+/// `#[ignore = "..."]` tier) go on every test. Expands to the items of the calling module.
 #[macro_export]
 macro_rules! forced_kernel_tests {
-    ($kernel:expr, $name:literal, $built_for:expr) => {
+    ($(#[$tier:meta])* $kernel:expr, $name:literal, $built_for:expr) => {
         use std::sync::OnceLock;
 
         use ndarray::{s, Array4};
@@ -49,6 +49,7 @@ macro_rules! forced_kernel_tests {
         /// The forced kernel is the one that runs where the adapter is one it is built
         /// for (so the tests here test it), and the others serve elsewhere.
         #[test]
+        $(#[$tier])*
         fn the_forced_kernel_runs_where_it_is_built_for() {
             let ctx = kernel_ctx();
             let built_for: fn(&GpuContext) -> bool = $built_for;
@@ -70,6 +71,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn head_dims_and_value_dims() {
             for (n, &(d, dv)) in [
                 (1, 1),
@@ -97,6 +99,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn many_tiles_gqa_and_both_alignments() {
             // 4 query heads per K/V head; lengths past one 64-row block and many 32-key tiles.
             let (q, k, v) = qkv(910, (2, 8, 2), (150, 300), (64, 64));
@@ -116,6 +119,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn windows_and_key_lengths() {
             let (q, k, v) = qkv(920, (3, 4, 2), (97, 130), (64, 40));
             let lens = [130, 1, 77];
@@ -131,6 +135,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn bool_and_additive_masks_with_fully_masked_rows() {
             let (q, k, v) = qkv(930, (2, 2, 2), (70, 90), (64, 64));
             let mut keep = bool_mask(931, &[2, 2, 70, 90], 0.6);
@@ -156,6 +161,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn nan_rules() {
             let (q, k, mut v) = qkv(940, (1, 2, 1), (40, 70), (64, 64));
             // A NaN in V behind a key causal hides from the first rows: only rows that see it
@@ -188,6 +194,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn long_keys_split_where_the_driver_caps_loops() {
             // Enough keys that software drivers with a loop budget run the kernel over key
             // ranges merged by combine.wgsl.
@@ -203,6 +210,7 @@ macro_rules! forced_kernel_tests {
         }
 
         #[test]
+        $(#[$tier])*
         fn f16_storage() {
             if !kernel_ctx().features().contains(wgpu::Features::SHADER_F16) {
                 panic!("the adapter lacks shader-f16; this test needs it");

@@ -24,7 +24,7 @@ pub(crate) const ROWS: u64 = 64;
 pub(crate) const MAX_DIM: usize = 256;
 
 /// Output vec4 chunks per invocation at most (named variables in the source).
-const MAX_NV: u32 = 16;
+pub(crate) const MAX_NV: u32 = 16;
 
 /// The shape of one tiled configuration: key groups (invocations sharing a row, a power
 /// of two: 16 * kg invocations, 4 * kg keys per tile), vec4s of D staged per chunk (0:

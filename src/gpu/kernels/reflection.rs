@@ -59,24 +59,51 @@ fn bindings_match_the_specs() {
 
 /// The tiled kernel's sources are generated per variant (see `fused_tiled.rs`): each
 /// must parse, validate (f16 and subgroups enabled as the variant needs) and bind as
-/// its spec says.
+/// its spec says. The quick tier: every element type, vec4 and subgroup setting with the
+/// fewest and the most output chunks; the slow tier below takes every variant.
 #[test]
+fn tiled_variants_of_every_setting_validate_and_bind_as_specified() {
+    for v in fused_tiled::all_variants() {
+        if v.nv == 1 || v.nv == fused_tiled::MAX_NV {
+            check_generated(fused_tiled::spec(v), fused_tiled::ROWS);
+        }
+    }
+}
+
+#[test]
+#[ignore = "slow tier: validates every generated variant; .ci/run runs it"]
 fn every_tiled_variant_validates_and_binds_as_specified() {
     for v in fused_tiled::all_variants() {
         check_generated(fused_tiled::spec(v), fused_tiled::ROWS);
     }
 }
 
-/// As the tiled kernel's: every generated lanes variant parses, validates and binds as
-/// its spec says, and declares the rows per workgroup the launcher dispatches for.
+fn check_lanes(v: fused_lanes::Variant) {
+    let shape = fused_lanes::LanesShape {
+        sg: v.sg,
+        rows: v.rows,
+    };
+    check_generated(fused_lanes::spec(v), shape.tile_rows());
+}
+
+/// As the tiled kernel's, for the lanes kernel: the quick tier takes every element
+/// type, vec4 setting and subgroup size with the two smallest unrolled bodies.
 #[test]
+fn lanes_variants_of_every_setting_validate_and_bind_as_specified() {
+    for v in fused_lanes::all_variants() {
+        if v.rows * v.d4.max(v.dv4) <= 16 {
+            check_lanes(v);
+        }
+    }
+}
+
+/// Every generated lanes variant parses, validates and binds as its spec says, and
+/// declares the rows per workgroup the launcher dispatches for.
+#[test]
+#[ignore = "slow tier: validates every generated variant; .ci/run runs it"]
 fn every_lanes_variant_validates_and_binds_as_specified() {
     for v in fused_lanes::all_variants() {
-        let shape = fused_lanes::LanesShape {
-            sg: v.sg,
-            rows: v.rows,
-        };
-        check_generated(fused_lanes::spec(v), shape.tile_rows());
+        check_lanes(v);
     }
 }
 

@@ -141,42 +141,61 @@ pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
     subgroup(256, 4, 1024),
 ];
 
-/// Indices of the candidates CPU adapters (software rasterisers) do best with, measured
-/// on lavapipe, where every lane's load from memory is its own scalar load and a
-/// subgroup broadcast is a register shuffle. The lanes kernel is several times the
-/// others' speed there, but its unrolled source takes the driver about 11 s (4 rows per
-/// invocation) or 38 s (8 rows) to compile per head-dim class at D = 64 the first time
-/// (1 and 2.5 s once in Mesa's disk cache), against a second for the row kernel; its
-/// 16-row shape takes minutes and is timed only for long problems
-/// (`LanesShape::worth_timing`). (More rows per invocation share each K and V load among
-/// more rows, and loads are what lavapipe is slowest at.) So it comes first where that
-/// pays: when tuning (which times it beside the others)
-/// and for problems whose queries and keys both pass [`LANES_FIRST_LEN`]; otherwise the row kernel with many rows per invocation and the
-/// tiled kernel with row groups on neighbouring invocations come first. Only the lanes
-/// shapes built for the adapter's subgroup size fit, and only where its subgroups are
-/// fixed (not on the web, nor the GL backend). For decoding: q rows in private memory,
-/// V prefetched, and few key ranges (few cores to fill). The tuner times the first four
-/// that fit; untuned calls take the first.
-const FUSED_CPU_FIRST: &[usize] = &[10, 11, 5, 6, 7, 16, 15];
-/// As [`FUSED_CPU_FIRST`], the lanes kernel first (4 rows per invocation, the quicker to
-/// compile, then 8 and 16).
-const FUSED_CPU_LANES_FIRST: &[usize] = &[16, 15, 17, 10, 11, 5, 6, 7];
-/// Query and key lengths past which untuned calls on CPU adapters take the lanes kernel
-/// first (see [`FUSED_CPU_FIRST`]).
-const LANES_FIRST_LEN: usize = 256;
-const DECODE_CPU_FIRST: &[usize] = &[4, 5, 6];
+/// The candidates CPU adapters (software rasterisers) do best with, measured on
+/// lavapipe, where every lane's load from memory is its own scalar load and a subgroup
+/// broadcast is a register shuffle, named by value so that reordering the candidate
+/// tables cannot change what they mean (`cpu_preferences_name_candidates` checks that
+/// each is in its table). Untuned: the row kernel with many rows per invocation and the
+/// tiled kernel with row groups on neighbouring invocations, whose pipelines compile in
+/// about a second. For decoding: q rows in private memory, V prefetched, and few key
+/// ranges (few cores to fill). The tuner times the first four that fit; untuned calls
+/// take the first.
+const FUSED_CPU_FIRST: &[FusedConfig] = &[
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+    lanes(8, 4),
+    lanes(8, 8),
+];
+/// When tuning: the lanes kernel first (4 rows per invocation, the quicker to compile,
+/// then 8 and 16), then [`FUSED_CPU_FIRST`]. It is several times the others' speed on
+/// lavapipe, but its unrolled source takes the driver about 11 s (4 rows per invocation)
+/// or 38 s (8 rows) to compile per head-dim class at D = 64 the first time (1 and 2.5 s
+/// once in Mesa's disk cache), against a second for the row kernel, and its 16-row shape
+/// minutes (timed only for long problems, `LanesShape::worth_timing`). Tuning pays that
+/// once per class by choice; an untuned call never does, so a first call stays quick.
+/// (More rows per invocation share each K and V load among more rows, and loads are what
+/// lavapipe is slowest at.) Only the lanes shapes built for the adapter's subgroup size
+/// fit, and only where its subgroups are fixed (not on the web, nor the GL backend).
+const FUSED_CPU_TUNING_FIRST: &[FusedConfig] = &[
+    lanes(8, 4),
+    lanes(8, 8),
+    lanes(8, 16),
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+];
+const DECODE_CPU_FIRST: &[DecodeCandidate] = &[
+    decode(64, 1, true, true, 64),
+    decode(32, 1, true, true, 64),
+    decode(64, 1, true, false, 64),
+];
 /// CPU adapters have few cores to fill: few key ranges.
-const SUBGROUP_DECODE_CPU_FIRST: &[usize] = &[3, 4];
+const SUBGROUP_DECODE_CPU_FIRST: &[SubgroupDecodeCandidate] =
+    &[subgroup(64, 8, 64), subgroup(64, 4, 64)];
 
-/// `list` in this adapter's preferred order.
-fn ordered<T: Copy>(ctx: &GpuContext, list: &[T], cpu_first: &[usize]) -> Vec<T> {
+/// `list` in this adapter's preferred order: on CPU adapters the members of `cpu_first`
+/// first, in its order, then the rest in `list`'s.
+fn ordered<T: Copy + PartialEq>(ctx: &GpuContext, list: &[T], cpu_first: &[T]) -> Vec<T> {
     if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
         return list.to_vec();
     }
-    let first = cpu_first.iter().filter_map(|&i| list.get(i).copied());
-    let rest = (0..list.len())
-        .filter(|i| !cpu_first.contains(i))
-        .filter_map(|i| list.get(i).copied());
+    let first = cpu_first.iter().filter(|c| list.contains(c)).copied();
+    let rest = list.iter().filter(|c| !cpu_first.contains(c)).copied();
     first.chain(rest).collect()
 }
 
@@ -291,9 +310,8 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     if let Some(c) = ctx.memo.get::<ClassKey, FusedConfig>(&key) {
         return Ok(c);
     }
-    let large = p.len_q > LANES_FIRST_LEN && p.len_k > LANES_FIRST_LEN;
-    let cpu_first = if ctx.autotune() || large {
-        FUSED_CPU_LANES_FIRST
+    let cpu_first = if ctx.autotune() {
+        FUSED_CPU_TUNING_FIRST
     } else {
         FUSED_CPU_FIRST
     };
@@ -644,42 +662,54 @@ mod tests {
         }
     }
 
+    /// The CPU preference lists name candidates by value: each must be in its table, or
+    /// a change to the table would silently drop it from the adapter's order.
     #[test]
-    fn every_candidate_matches_the_reference() {
-        let ctx = GpuContext::new().expect("no GPU adapter");
-        let p = validate(
+    fn cpu_preferences_name_candidates() {
+        for list in [FUSED_CPU_FIRST, FUSED_CPU_TUNING_FIRST] {
+            for c in list {
+                assert!(
+                    FUSED_CANDIDATES.contains(c),
+                    "{c:?} is not a fused candidate"
+                );
+            }
+        }
+        for c in DECODE_CPU_FIRST {
+            assert!(
+                DECODE_CANDIDATES.contains(c),
+                "{c:?} is not a decode candidate"
+            );
+        }
+        for c in SUBGROUP_DECODE_CPU_FIRST {
+            assert!(
+                SUBGROUP_DECODE_CANDIDATES.contains(c),
+                "{c:?} is not a subgroup decode candidate"
+            );
+        }
+        // Untuned calls never start with the slow-compiling lanes kernel.
+        assert!(!FUSED_CPU_FIRST[..FUSED_CPU_FIRST.len() - 2]
+            .iter()
+            .any(|c| matches!(c.kind, FusedKind::Lanes(_))));
+    }
+
+    /// The problem every fused candidate runs in the tests below.
+    fn candidate_problem() -> Problem {
+        validate(
             &[2, 4, 37, 20],
             &[2, 2, 70, 20],
             &[2, 2, 70, 23],
             &Default::default(),
         )
-        .unwrap();
-        let mut lanes_ran = 0;
+        .unwrap()
+    }
+
+    #[test]
+    fn every_candidate_matches_the_reference() {
+        let ctx = GpuContext::new().expect("no GPU adapter");
+        // The lanes kernel's candidates run in the slow tier below.
         for &f in FUSED_CANDIDATES {
-            // The lanes kernel is built per subgroup size: only the adapter's own fits.
-            if matches!(f.kind, FusedKind::Lanes(_)) {
-                if !f.fits(&ctx, &p) {
-                    continue;
-                }
-                lanes_ran += 1;
-            }
-            run(&ctx, Candidate::Fused(f), (37, 70), (20, 23));
-        }
-        // Where the subgroup size is fixed at one the kernel is built for, it ran, and
-        // CPU adapters take it first for large problems and when tuning.
-        if let Some(sg) = crate::gpu::kernels::fused_lanes::lanes_size(&ctx) {
-            assert!(
-                lanes_ran >= 2,
-                "{sg}-lane subgroups: {lanes_ran} lanes shapes ran"
-            );
-            if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
-                let first = ordered(&ctx, FUSED_CANDIDATES, FUSED_CPU_LANES_FIRST)
-                    .into_iter()
-                    .find(|c| c.fits(&ctx, &p));
-                assert!(
-                    matches!(first.map(|c| c.kind), Some(FusedKind::Lanes(_))),
-                    "{first:?}"
-                );
+            if !matches!(f.kind, FusedKind::Lanes(_)) {
+                run(&ctx, Candidate::Fused(f), (37, 70), (20, 23));
             }
         }
         // Head dims that read K and V one element at a time, and four at a time.
@@ -699,10 +729,45 @@ mod tests {
         }
     }
 
+    /// Every lanes candidate built for this adapter's subgroup size; on Mesa 22 their
+    /// unrolled sources take the driver minutes to compile with a cold shader cache.
+    #[test]
+    #[ignore = "slow tier: the lanes kernel compiles for minutes cold; .ci/run runs it"]
+    fn every_lanes_candidate_matches_the_reference() {
+        let ctx = GpuContext::new().expect("no GPU adapter");
+        let p = candidate_problem();
+        let mut lanes_ran = 0;
+        for &f in FUSED_CANDIDATES {
+            // The lanes kernel is built per subgroup size: only the adapter's own fits.
+            if matches!(f.kind, FusedKind::Lanes(_)) && f.fits(&ctx, &p) {
+                lanes_ran += 1;
+                run(&ctx, Candidate::Fused(f), (37, 70), (20, 23));
+            }
+        }
+        // Where the subgroup size is fixed at one the kernel is built for, it ran, and
+        // CPU adapters take it first when tuning.
+        if let Some(sg) = crate::gpu::kernels::fused_lanes::lanes_size(&ctx) {
+            assert!(
+                lanes_ran >= 2,
+                "{sg}-lane subgroups: {lanes_ran} lanes shapes ran"
+            );
+            if ctx.adapter_info().device_type == wgpu::DeviceType::Cpu {
+                let first = ordered(&ctx, FUSED_CANDIDATES, FUSED_CPU_TUNING_FIRST)
+                    .into_iter()
+                    .find(|c| c.fits(&ctx, &p));
+                assert!(
+                    matches!(first.map(|c| c.kind), Some(FusedKind::Lanes(_))),
+                    "{first:?}"
+                );
+            }
+        }
+    }
+
     /// Every subgroup candidate that fits this adapter, and every group width up to its
     /// smallest subgroup (each width takes a different number of shuffle steps in the
     /// dot product and in the merge of a subgroup's groups).
     #[test]
+    #[ignore = "slow tier: dozens of subgroup pipelines; .ci/run runs it"]
     fn every_subgroup_candidate_and_width_matches_the_reference() {
         let ctx = GpuContext::new().expect("no GPU adapter");
         let p = validate(
