@@ -7,11 +7,11 @@
 
 /// The tests above for `$kernel` (a [`wgpu_attention::FusedKernel`]), named `$name` in
 /// messages; `$built_for` tells from a context whether its adapter is one the kernel is
-/// built for (where it must be the kernel that runs). Attributes before the kernel (an
+/// built for (where it must be the kernel that runs). Attributes after them (an
 /// `#[ignore = "..."]` tier) go on every test. Expands to the items of the calling module.
 #[macro_export]
 macro_rules! forced_kernel_tests {
-    ($(#[$tier:meta])* $kernel:expr, $name:literal, $built_for:expr) => {
+    ($kernel:expr, $name:literal, $built_for:expr $(, #[$tier:meta])* $(,)?) => {
         use std::sync::OnceLock;
 
         use ndarray::{s, Array4};

@@ -7,15 +7,10 @@
 //! per shape to compile with a cold shader cache, so a plain `cargo test` leaves these to
 //! `cargo test --test it -- --ignored fused_lanes::` (which `.ci/run` runs).
 
-crate::forced_kernel_tests!(
-    #[ignore = "slow tier: the lanes kernel compiles for minutes cold; .ci/run runs it"]
-    FusedKernel::Lanes,
-    "lanes",
-    |ctx| {
-        let info = ctx.adapter_info();
-        info.driver == "llvmpipe"
-            && info.driver_info.contains("Mesa 22.")
-            && info.subgroup_min_size == 8
-            && info.subgroup_max_size == 8
-    }
-);
+crate::forced_kernel_tests!(FusedKernel::Lanes, "lanes", |ctx| {
+    let info = ctx.adapter_info();
+    info.driver == "llvmpipe"
+        && info.driver_info.contains("Mesa 22.")
+        && info.subgroup_min_size == 8
+        && info.subgroup_max_size == 8
+}, #[ignore = "slow tier: the lanes kernel compiles for minutes cold; .ci/run runs it"]);

@@ -31,6 +31,7 @@ mod fixtures_jax;
 mod forced_kernel;
 mod fused;
 mod fused_lanes;
+mod fused_rows;
 mod fused_tiled;
 mod memory;
 mod mha;
