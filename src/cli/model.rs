@@ -176,19 +176,19 @@ fn gpu() -> Result<GpuContext, CliError> {
 }
 
 /// Every layer's and head's attention probabilities `(layers, heads, L, L)` of `text`,
-/// with the token strings (for `heatmap --model`).
+/// with its tokens (for `heatmap --model`).
 pub(super) fn attention_of(
     model: &ModelArg,
     text: &TextArg,
     backend: Backend,
-) -> Result<(Array4<f32>, Vec<String>), CliError> {
+) -> Result<(Array4<f32>, Vec<Token>), CliError> {
     let model = load(model)?;
     let tokens = tokens(&model, text)?;
     let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
     let probs = forward(&model, &ids, true, backend)?
         .attention
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
-    Ok((probs, tokens.into_iter().map(|t| t.text).collect()))
+    Ok((probs, tokens))
 }
 
 fn forward(
@@ -212,8 +212,8 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
         ModelCommand::Info { model } => info(&load(model)?),
         ModelCommand::Tokenize { model, text } => {
             let model = load(model)?;
-            for t in tokens(&model, text)? {
-                println!("{:>8}  {}", t.id, t.text);
+            for line in tokenize_lines(&tokens(&model, text)?) {
+                println!("{line}");
             }
             Ok(())
         }
@@ -274,6 +274,30 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             generate(model, text, &opts, *backend)
         }
     }
+}
+
+/// `model tokenize`'s lines: the id, the label figures show, the vocabulary's spelling,
+/// and the word the token belongs to.
+fn tokenize_lines(tokens: &[Token]) -> Vec<String> {
+    let width = tokens
+        .iter()
+        .map(|t| t.text.chars().count())
+        .max()
+        .unwrap_or(0);
+    tokens
+        .iter()
+        .map(|t| {
+            let pad = width - t.text.chars().count();
+            format!(
+                "{:>8}  {}{}  word {:<3}  {}",
+                t.id,
+                t.text,
+                " ".repeat(pad),
+                t.word,
+                t.raw
+            )
+        })
+        .collect()
 }
 
 fn info(model: &Model) -> Result<(), CliError> {
@@ -366,10 +390,7 @@ fn attention(
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
     let mut files = vec![(out, npy_bytes(&probs)?)];
     if let Some(p) = tokens_out {
-        let names: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
-        let json = serde_json::to_vec(&names)
-            .map_err(|e| CliError::runtime(format!("encoding the tokens: {e}")))?;
-        files.push((p, json));
+        files.push((p, super::token_json::to_json(&text.text, &tokens)));
     }
     write_all(&files, &["--out", "--tokens-out"])?;
     let (l, h, n, _) = probs.dim();

@@ -45,3 +45,4 @@ mod rejected;
 mod shaders;
 mod splitting;
 mod staged;
+mod tokens;
