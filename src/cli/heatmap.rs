@@ -158,6 +158,17 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
         }
         (None, None) => return Err(CliError::input("--weights", "give --weights or --model")),
     };
+    // The sentence the title names: as typed, or its words, or the labels given.
+    let sentence = match (&args.text, &labels) {
+        (Some(text), _) => text.clone(),
+        (None, Some(TokenLabels { words: Some(w), .. })) => w
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, Some(l)) => l.labels.join(" "),
+        (None, None) => String::new(),
+    };
     let (weights, key_labels) = if args.words {
         to_words(args, &weights, labels)?
     } else {
@@ -165,9 +176,9 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
     };
     let query_labels = split_labels(args.query_labels.as_deref());
     let svg = if args.grid {
-        grid_svg(args, &weights, key_labels.unwrap_or_default())?
+        grid_svg(args, &weights, key_labels.unwrap_or_default(), &sentence)?
     } else {
-        single_svg(args, &weights, key_labels, query_labels)?
+        single_svg(args, &weights, (key_labels, query_labels), &sentence)?
     };
     let bytes = match format {
         Format::Svg => svg.into_bytes(),
@@ -337,8 +348,8 @@ fn probability(m: ArrayView2<f32>, place: &str) -> Result<(), CliError> {
 fn single_svg(
     args: &HeatmapArgs,
     weights: &ArrayD<f32>,
-    key_labels: Option<Vec<String>>,
-    query_labels: Option<Vec<String>>,
+    (key_labels, query_labels): (Option<Vec<String>>, Option<Vec<String>>),
+    sentence: &str,
 ) -> Result<String, CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
@@ -395,11 +406,11 @@ fn single_svg(
         }
     };
     let mut h = Heatmap::new(matrix);
-    h.title = args.title.clone().unwrap_or_else(|| match &args.text {
-        // A model's run: name the sentence as typed, not its word pieces.
-        Some(text) => format!("{}{} · “{text}”", names.join(" · "), words_note(args)),
-        None => default_title(&names, &keys),
-    });
+    // Name the sentence as typed (or its words), not its pieces.
+    h.title = args
+        .title
+        .clone()
+        .unwrap_or_else(|| default_title(&names, words_note(args), sentence));
     h.row_labels = queries;
     h.col_labels = keys;
     h.values = args.values;
@@ -424,10 +435,13 @@ fn place(names: &[String]) -> String {
     }
 }
 
-fn default_title(names: &[String], keys: &[String]) -> String {
+fn default_title(names: &[String], note: &str, sentence: &str) -> String {
     let mut parts = names.to_vec();
-    if !keys.is_empty() {
-        parts.push(format!("“{}”", keys.join(" ")));
+    if !note.is_empty() {
+        parts.push(note.trim_start_matches(" · ").to_string());
+    }
+    if !sentence.is_empty() {
+        parts.push(format!("“{sentence}”"));
     }
     if parts.is_empty() {
         "attention weights".to_string()
@@ -444,6 +458,7 @@ fn grid_svg(
     args: &HeatmapArgs,
     weights: &ArrayD<f32>,
     labels: Vec<String>,
+    sentence: &str,
 ) -> Result<String, CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
@@ -482,10 +497,10 @@ fn grid_svg(
             panels.push((format!("{layer_name}H{h}"), m));
         }
     }
-    let sentence = match (&args.text, labels.is_empty()) {
-        (Some(text), _) => format!(" · “{text}”"),
-        (None, false) => format!(" · “{}”", labels.join(" ")),
-        (None, true) => String::new(),
+    let sentence = if sentence.is_empty() {
+        String::new()
+    } else {
+        format!(" · “{sentence}”")
     };
     let title = args.title.clone().unwrap_or_else(|| {
         let what = if layer_names.len() == 1 && !layer_names[0].is_empty() {

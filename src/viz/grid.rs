@@ -197,14 +197,20 @@ impl<'a> Grid<'a> {
         }
     }
 
-    /// Width and height of the whole figure.
-    pub fn size(&self) -> (f64, f64) {
-        let (tw, th) = self.thumb_size();
-        let (lw, lh) = self.room();
+    /// Width of the thumbnails, their labels and the legend.
+    fn content_width(&self) -> f64 {
+        let (tw, _) = self.thumb_size();
+        let (lw, _) = self.room();
         let columns = self.columns.max(1).min(self.panels.len().max(1));
         let groups = columns.div_ceil(self.group.max(1));
-        let content_w =
-            PAD * 2.0 + lw + columns as f64 * (tw + GAP) + groups as f64 * GAP + LEGEND_W;
+        PAD * 2.0 + lw + columns as f64 * (tw + GAP) + groups as f64 * GAP + LEGEND_W
+    }
+
+    /// Width and height of the whole figure.
+    pub fn size(&self) -> (f64, f64) {
+        let (_, th) = self.thumb_size();
+        let (_, lh) = self.room();
+        let content_w = self.content_width();
         let title_w = PAD * 2.0 + text_width(&self.title, TITLE_FONT);
         let grid_h = self.rows() as f64 * (th + GAP + THUMB_FONT * 1.6) + lh;
         let height = PAD * 2.0 + TITLE_FONT * 1.8 + grid_h.max(legend_height() + 30.0);
@@ -268,7 +274,8 @@ impl<'a> Grid<'a> {
         legend(
             &mut s,
             &scale,
-            width - LEGEND_W + 10.0,
+            // Beside the thumbnails, also when a long title makes the figure wider.
+            self.content_width() - PAD - LEGEND_W + 10.0,
             PAD + TITLE_FONT * 1.8 + THUMB_FONT * 1.4,
             legend_height(),
         );
