@@ -34,6 +34,22 @@ pub fn tokenize(text: &str) -> Vec<String> {
     out
 }
 
+/// The tokens of each whitespace-delimited word of `text`, as ranges of [`tokenize`]'s
+/// tokens: punctuation belongs to the word it touches ("fish;" is one word of two tokens),
+/// as in the real models' word view.
+pub fn word_ranges(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    for word in text.split_whitespace() {
+        let n = tokenize(word).len();
+        if n > 0 {
+            out.push(at..at + n);
+            at += n;
+        }
+    }
+    out
+}
+
 /// A splitmix64 stream: the same seed always gives the same numbers.
 struct Stream(u64);
 

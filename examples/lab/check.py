@@ -8,12 +8,19 @@ checks what the page shows against an independent float64 computation:
 - clicking a word draws bars equal to that word's row;
 - switching causal on makes the upper triangle exactly 0 and draws −∞ cells;
 - cross-attention and the KV-cache panel agree with the CPU path (their badges);
+- the word switch: "the cat ate the fish; it was delicious" shows one row per
+  whitespace-delimited word ("fish;" one word of two tokens), each row summing to 1 and
+  equal within 1e-6 to a float64 aggregation (keys summed, queries averaged) of the token
+  matrix, the causal upper triangle staying exactly 0;
 - the page made no request outside 127.0.0.1;
 - with the fetched MiniLM served (serve.sh links scripts/fetch-models.sh's files): the
   page loads it, and layers and heads of "The cat sat on the mat" equal the numpy float64
   forward pass of tests/fixtures/models/bert within 2e-4 + 1e-3·|ref|, the page's badge
   (GPU against the CPU pass computed in the page) is below 2e-4 for every layer and head,
-  its tokens run [CLS] ... [SEP], and clicking "cat" draws bars equal to its row;
+  its tokens run [CLS] ... [SEP], and clicking "cat" draws bars equal to its row; the
+  lecture's Korean sentence reads as Korean along the heatmap's axes (every syllable, in
+  order, no byte symbol) and its word view has the sentence's five words between [CLS]
+  and [SEP];
 - with LAB_SMOLLM2=1 and SmolLM2 served: its attention on "I love AI !" equals the numpy
   fixture of tests/fixtures/models/llama, the upper triangle is 0, and greedy generation
   after "The capital of France is" streams numpy's greedy tokens one at a time, the KV
@@ -184,6 +191,51 @@ def check_rows(page, what, ref, shape, picks, tol):
     return r, m
 
 
+KOREAN = "고양이가 생선을 먹었다 그것은 맛있었다"
+
+
+def aggregate_words(m, ranges):
+    """The word view of token matrix `m` in float64: keys summed, queries averaged."""
+    return [[sum(sum(m[i][j] for j in range(k0, k1)) for i in range(q0, q1)) / (q1 - q0)
+             for (k0, k1) in ranges] for (q0, q1) in ranges]
+
+
+def svg_axis_labels(svg):
+    """The key labels (turned -45 degrees) of a heatmap's SVG, unescaped."""
+    import html
+    import re
+    return [html.unescape(t) for t in re.findall(r'rotate\(-45\)"[^>]*>([^<]*)</text>', svg)]
+
+
+def is_byte_symbol(c):
+    return 0x80 <= ord(c) <= 0x143 or c == "\ufffd"
+
+
+def check_word_view(page, what, causal):
+    """Token matrix, then the word switch: one row per word, rows summing to 1, equal to
+    the float64 aggregation of the token matrix."""
+    page.js("document.getElementById('words').checked = false;")
+    page.recompute(f"{what} tokens")
+    tokens = page.js("return window.labResult;")
+    page.js("document.getElementById('words').checked = true;")
+    page.recompute(f"{what} words")
+    words = page.js("return window.labResult;")
+    page.js("document.getElementById('words').checked = false;")
+    ranges = [tuple(r) for r in words["word_ranges"]]
+    assert words["words"] and len(words["matrix"]) == len(ranges), f"{what}: {len(words['matrix'])} rows"
+    want = aggregate_words(tokens["matrix"], ranges)
+    worst = max(abs(a - b) for r, w in zip(words["matrix"], want) for a, b in zip(r, w))
+    assert worst <= 1e-6, f"{what}: word view differs from the float64 aggregation by {worst}"
+    for i, r in enumerate(words["matrix"]):
+        assert abs(sum(r) - 1) < 1e-6, f"{what}: word row {i} sums to {sum(r)}"
+    if causal:
+        upper = [words["matrix"][i][j] for i in range(len(ranges)) for j in range(i + 1, len(ranges))]
+        assert all(x == 0.0 for x in upper), f"{what}: word upper triangle {upper}"
+    print(f"{what}: {len(tokens['matrix'])} tokens -> {len(ranges)} words {words['tokens']}, "
+          f"within {worst:.1e} of the float64 aggregation")
+    return words
+
+
 def check_minilm(page, out_dir):
     ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
     shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
@@ -198,6 +250,15 @@ def check_minilm(page, out_dir):
     assert bars == m[2], "MiniLM: the bars of 'cat' are not its row"
     print("MiniLM: clicked 'cat': bars equal row 2")
     page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
+    page.js("document.getElementById('sentence').value = arguments[0];", KOREAN)
+    page.recompute("MiniLM Korean")
+    labels = svg_axis_labels(page.js("return document.getElementById('heatmap').innerHTML;"))
+    shown = [c for c in "".join(labels) if "\uac00" <= c <= "\ud7a3"]
+    assert shown == [c for c in KOREAN if c != " "], f"MiniLM Korean labels {labels}"
+    assert not any(is_byte_symbol(c) for c in "".join(labels)), labels
+    print(f"MiniLM Korean: the axis reads {' '.join(labels)}")
+    words = check_word_view(page, "MiniLM Korean", causal=False)
+    assert words["tokens"] == ["[CLS]"] + KOREAN.split(" ") + ["[SEP]"], words["tokens"]
 
 
 def check_smollm2(page, out_dir):
@@ -296,6 +357,13 @@ def main():
             assert svg.count("−∞</text>") == len(upper), "masked cells are not marked −∞"
             print(f"causal: upper triangle exactly 0, {len(upper)} cells drawn −∞")
             page.screenshot(os.path.join(out_dir, "lab-causal.png"))
+
+            text = "the cat ate the fish; it was delicious"
+            page.js("document.getElementById('sentence').value = arguments[0];", text)
+            words = check_word_view(page, "built-in", causal=True)
+            assert words["tokens"] == text.split(), words["tokens"]
+            assert [tuple(r) for r in words["word_ranges"]][4] == (4, 6), "fish; is two tokens"
+            page.recompute("built-in, per token again")
 
             served = json.loads(open(os.path.join(HERE, "models", "index.json")).read()) \
                 if os.path.exists(os.path.join(HERE, "models", "index.json")) else []

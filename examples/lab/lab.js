@@ -33,6 +33,7 @@ function request() {
     k_equals_q: $("kq").checked,
     window: windowed ? [Number($("wleft").value), Number($("wright").value)] : null,
     cross: $("cross").value,
+    words: $("words").checked,
   };
 }
 
@@ -106,7 +107,8 @@ function drawStrip() {
 function drawStep() {
   document.querySelectorAll(".steps button").forEach((b) => b.classList.toggle("active", b.dataset.step === step));
   const s = result.steps;
-  const toks = result.tokens;
+  // The steps show the head's own tensors, per token, also in the word view.
+  const toks = result.step_tokens || result.tokens;
   const notes = {
     qk: `Q·Kᵀ: dot products of head ${result.head}'s queries with key/value head ${result.kv_head}'s keys (d_k = ${result.head_dim}).`,
     scaled: `× ${result.scale_label}: keeps the logits' spread independent of d_k.`,
@@ -125,7 +127,8 @@ function drawCache(rows) {
   const m = result.cache.matrix.map((r, i) => r.map((x, j) => (i < rows && j <= i ? x : null)));
   const el = $("cache");
   el.innerHTML = "";
-  const t = table(m.slice(0, rows), result.tokens, result.tokens);
+  const toks = result.step_tokens || result.tokens;
+  const t = table(m.slice(0, rows), toks, toks);
   t.dataset.rows = String(rows);
   el.appendChild(t);
 }
@@ -155,6 +158,7 @@ function draw() {
   hm.innerHTML = result.svg;
   hm.dataset.matrix = JSON.stringify(result.matrix);
   hm.dataset.tokens = JSON.stringify(result.tokens);
+  hm.dataset.words = String(Boolean(result.words));
   hm.dataset.q = JSON.stringify(result.q);
   hm.dataset.k = JSON.stringify(result.k);
   hm.dataset.scale = String(result.scale);
@@ -178,7 +182,7 @@ function draw() {
     $("crossbadge").textContent = "";
   }
   badge($("cachebadge"), result.cache.badge, "GPU");
-  drawCache(result.tokens.length);
+  drawCache((result.step_tokens || result.tokens).length);
   drawStep();
 }
 
@@ -190,7 +194,7 @@ async function recompute() {
     window.labResult = result;
     draw();
     const ms = (performance.now() - t0).toFixed(0);
-    setStatus("done", `${result.backend === "webgpu" ? "WebGPU" : "CPU (no WebGPU in this browser)"} · ${result.tokens.length} tokens · ${ms} ms`);
+    setStatus("done", `${result.backend === "webgpu" ? "WebGPU" : "CPU (no WebGPU in this browser)"} · ${result.tokens.length} ${result.words ? "words" : "tokens"} · ${ms} ms`);
   } catch (e) {
     setStatus("error", `error: ${e}`);
   }
@@ -296,7 +300,7 @@ async function main() {
   $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
   $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
   for (const id of ["run"]) $(id).addEventListener("click", schedule);
-  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright"]) {
+  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright", "words"]) {
     $(id).addEventListener("change", schedule);
   }
   for (const id of ["sentence", "cross"]) {
@@ -305,7 +309,7 @@ async function main() {
   document.querySelectorAll(".steps button").forEach((b) =>
     b.addEventListener("click", () => { step = b.dataset.step; drawStep(); }));
   $("play").addEventListener("click", async () => {
-    for (let r = 1; r <= result.tokens.length; r++) {
+    for (let r = 1; r <= (result.step_tokens || result.tokens).length; r++) {
       drawCache(r);
       await new Promise((ok) => setTimeout(ok, 350));
     }

@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wgpu_attention::model::bert::BertModel;
 use wgpu_attention::model::llama::LlamaModel;
-use wgpu_attention::model::{GenerateOptions, Model, ModelError, ModelGpu, Sampling};
-use wgpu_attention::viz::{Grid, Heatmap};
+use wgpu_attention::model::{words, GenerateOptions, Model, ModelError, ModelGpu, Sampling};
+use wgpu_attention::viz::{word_attention, Grid, Heatmap};
 use wgpu_attention::{
     attention_async, attention_cpu, mha_async, mha_cpu, mha_incremental_async, AttentionOptions,
     GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections, Window,
@@ -311,6 +311,25 @@ fn heatmap_svg(m: ArrayView2<f32>, rows: &[String], cols: &[String], title: Stri
     h.svg()
 }
 
+/// The word view of one matrix (see `viz::word_attention`).
+fn words_of(m: &Array2<f32>, ranges: &[std::ops::Range<usize>]) -> Result<Array2<f32>, String> {
+    word_attention(m.view(), ranges, ranges)
+}
+
+/// The word view of every layer and head of `(layers, heads, L, L)` weights.
+fn words_of_all(a: &Array4<f32>, ranges: &[std::ops::Range<usize>]) -> Result<Array4<f32>, String> {
+    let (layers, heads, _, _) = a.dim();
+    let n = ranges.len();
+    let mut out = Array4::<f32>::zeros((layers, heads, n, n));
+    for l in 0..layers {
+        for h in 0..heads {
+            let w = words_of(&a.slice(s![l, h, .., ..]).to_owned(), ranges)?;
+            out.slice_mut(s![l, h, .., ..]).assign(&w);
+        }
+    }
+    Ok(out)
+}
+
 async fn run(req: &Value) -> Result<Value, String> {
     if req["model"].as_str().unwrap_or("builtin") != "builtin" {
         let m = loaded().ok_or("the model is still loading")?;
@@ -362,6 +381,21 @@ async fn run(req: &Value) -> Result<Value, String> {
     };
     let w = shown.weights.clone().expect("asked for weights");
     let w_cpu = cpu.weights.clone().expect("asked for weights");
+    // The word switch: the heatmap, the strip and the thumbnails show whole words; the
+    // step-by-step and the cache panels stay per token (they show the head's own tensors).
+    let word_view = req["words"].as_bool().unwrap_or(false);
+    let sentence = req["sentence"].as_str().unwrap_or("");
+    let ranges = builtin::word_ranges(sentence);
+    let (labels, w, w_cpu) = if word_view {
+        let labels: Vec<String> = sentence.split_whitespace().map(str::to_string).collect();
+        (
+            labels,
+            words_of_all(&w, &ranges)?,
+            words_of_all(&w_cpu, &ranges)?,
+        )
+    } else {
+        (tokens.clone(), w, w_cpu)
+    };
     let h = set.head;
     let g = h / (builtin::HEADS / kv_heads);
     let head_w = head_of(&w, h);
@@ -391,6 +425,7 @@ async fn run(req: &Value) -> Result<Value, String> {
         })
         .collect();
     let out_head = shown.out.slice(s![0, h, .., ..]).to_owned();
+    let step_head = head_of(shown.weights.as_ref().expect("asked for weights"), h);
     let grid_badges: Vec<f32> = (0..builtin::HEADS)
         .map(|hh| {
             max_diff(
@@ -407,20 +442,25 @@ async fn run(req: &Value) -> Result<Value, String> {
             )
         })
         .collect();
-    let grid = Grid {
-        title: format!(
+    let mut grid = Grid::new(
+        format!(
             "every head: {} query heads over {kv_heads} key/value heads",
             builtin::HEADS
         ),
-        panels: panels.iter().map(|(c, m)| (c.clone(), m.view())).collect(),
-        columns: builtin::HEADS,
-        group: builtin::HEADS / kv_heads,
-        cell: (120.0 / l as f64).clamp(3.0, 16.0),
-    };
+        panels.iter().map(|(c, m)| (c.clone(), m.view())).collect(),
+        builtin::HEADS,
+    );
+    grid.group = builtin::HEADS / kv_heads;
+    grid.cell = (120.0 / labels.len() as f64).clamp(3.0, 16.0);
+    grid.row_labels = labels.clone();
+    grid.col_labels = labels.clone();
 
     let mut result = json!({
         "backend": backend,
-        "tokens": tokens,
+        "tokens": labels,
+        "step_tokens": tokens,
+        "words": word_view,
+        "word_ranges": ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
         "heads": builtin::HEADS,
         "kv_heads": kv_heads,
         "head": h,
@@ -432,7 +472,7 @@ async fn run(req: &Value) -> Result<Value, String> {
         "matrix": matrix_json(head_w.view()),
         "cpu_matrix": matrix_json(head_cpu.view()),
         "badge": max_diff(head_w.as_slice().unwrap(), head_cpu.as_slice().unwrap()),
-        "svg": heatmap_svg(head_w.view(), &tokens, &tokens, format!("head {h} · “{}”", tokens.join(" "))),
+        "svg": heatmap_svg(head_w.view(), &labels, &labels, format!("head {h}{} · “{sentence}”", if word_view { " · words" } else { "" })),
         "grid_svg": grid.svg(),
         "grid_badges": grid_badges,
         "q": matrix_json(q.slice(s![0, h, .., ..])),
@@ -441,7 +481,7 @@ async fn run(req: &Value) -> Result<Value, String> {
             "qk": qk.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
             "scaled": scaled.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
             "masked": masked,
-            "softmax": matrix_json(head_w.view()),
+            "softmax": matrix_json(step_head.view()),
             "out": matrix_json(out_head.view()),
             "out_badge": max_diff(
                 shown.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap(),
@@ -524,26 +564,44 @@ async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
     let pick = |a: &ndarray::Array4<f32>, l: usize, h: usize| -> Array2<f32> {
         a.slice(s![l, h, .., ..]).to_owned()
     };
+    // The word switch: every matrix aggregated to whole words (see `viz::word_attention`).
+    let sentence = req["sentence"].as_str().unwrap_or("");
+    let word_view = req["words"].as_bool().unwrap_or(false);
+    let words = words(sentence, &tokens);
+    let ranges: Vec<_> = words.iter().map(|w| w.tokens.clone()).collect();
+    let (texts, att, att_cpu) = if word_view {
+        (
+            words.into_iter().map(|w| w.text).collect(),
+            words_of_all(&att, &ranges)?,
+            words_of_all(&att_cpu, &ranges)?,
+        )
+    } else {
+        (texts, att, att_cpu)
+    };
     let (mat, mat_cpu) = (pick(&att, layer, head), pick(&att_cpu, layer, head));
     let panels: Vec<(String, Array2<f32>)> = (0..layers)
         .flat_map(|l| (0..heads).map(move |h| (l, h)))
         .map(|(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
         .collect();
-    let grid = Grid {
-        title: format!(
-            "every layer × head ({layers} × {heads}; {} query heads per key/value head)",
+    let mut grid = Grid::new(
+        format!(
+            "every layer × head ({layers} × {heads}; {} query heads per key/value head) · “{sentence}”",
             heads / info.kv_heads.max(1)
         ),
-        panels: panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
-        columns: heads,
-        group: heads / info.kv_heads.max(1),
-        cell: (60.0 / texts.len() as f64).clamp(2.0, 8.0),
-    };
+        panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
+        heads,
+    );
+    grid.group = heads / info.kv_heads.max(1);
+    grid.cell = (60.0 / texts.len() as f64).clamp(2.0, 8.0);
     let flat = |a: &ndarray::Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
     Ok(json!({
         "backend": backend,
         "model": info.architecture,
         "tokens": texts,
+        "token_labels": tokens.iter().map(|t| t.text.clone()).collect::<Vec<_>>(),
+        "raw_tokens": tokens.iter().map(|t| t.raw.clone()).collect::<Vec<_>>(),
+        "words": word_view,
+        "word_ranges": ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
         "layers": layers,
         "layer": layer,
         "heads": heads,
@@ -554,7 +612,7 @@ async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
         "cpu_matrix": matrix_json(mat_cpu.view()),
         "badge": max_diff(mat.as_slice().unwrap_or(&[]), mat_cpu.as_slice().unwrap_or(&[])),
         "svg": heatmap_svg(mat.view(), &texts, &texts,
-            format!("{} · layer {layer} · head {head} · “{}”", info.architecture, req["sentence"].as_str().unwrap_or(""))),
+            format!("{} · layer {layer} · head {head}{} · “{sentence}”", info.architecture, if word_view { " · words" } else { "" })),
         "grid_svg": grid.svg(),
         "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
     }))

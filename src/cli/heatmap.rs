@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
-use wgpu_attention::viz::{check_probability_rows, Grid, Heatmap};
+use wgpu_attention::viz::{check_probability_rows, word_attention, Grid, Heatmap};
 
 use super::args::Backend;
 use super::exit::CliError;
@@ -13,6 +13,7 @@ use super::io::output::OutputSet;
 use super::model::{attention_of, ModelArg, TextArg};
 use super::npy;
 use super::raster;
+use super::token_json::{self, TokenLabels};
 
 /// Draws attention weights as in the lecture: queries on rows, keys on columns, darker is
 /// more attention, masked cells (weight exactly 0) black and marked −∞.
@@ -24,6 +25,14 @@ use super::raster;
 ///
 /// The weights come from a .npy file (--weights) or from a model run on a text (--model
 /// and --text: every layer and head of the model's attention, the tokens as labels).
+///
+/// Tokens are labelled as people read them: a byte-level token's bytes decoded (a leading
+/// space shown as ␣, a newline as ↵), a character split over several tokens named once,
+/// on its first token, the rest marked ⋯, a WordPiece continuation with its ##.
+/// --words draws whole words instead: attention to a word is the sum over its pieces,
+/// attention from a word the mean over its pieces (so rows still sum to 1, and a cell is
+/// masked only where no piece may look). A word is a whitespace-delimited run of the text
+/// (punctuation belongs to the word it touches); special tokens are words of their own.
 #[derive(Debug, clap::Args)]
 #[command(verbatim_doc_comment)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["weights", "model"])))]
@@ -46,8 +55,9 @@ pub struct HeatmapArgs {
     /// Where the model runs: the GPU kernels or the float64 CPU path.
     #[arg(long, value_enum, default_value_t = Backend::Gpu, requires = "model")]
     pub backend: Backend,
-    /// Token labels for the keys (and for the queries when Lq = Lk): a JSON list of strings,
-    /// as `model attention --tokens-out` writes.
+    /// Token labels for the keys (and for the queries when Lq = Lk): the JSON list
+    /// `model attention --tokens-out` writes (which also gives --words its words), or a
+    /// JSON list of strings.
     #[arg(long, value_name = "T.json", conflicts_with = "labels")]
     pub tokens: Option<PathBuf>,
     /// Token labels for the keys (and for the queries when Lq = Lk), comma-separated.
@@ -73,6 +83,11 @@ pub struct HeatmapArgs {
     /// Print each cell's weight.
     #[arg(long, conflicts_with = "grid")]
     pub values: bool,
+    /// One row and column per word instead of per token: queries averaged over a word's
+    /// pieces, keys summed (needs --model, or --tokens from `model attention
+    /// --tokens-out`).
+    #[arg(long, conflicts_with_all = ["labels", "query_labels"])]
+    pub words: bool,
     /// The figure's title; by default it names the layer, the head and the sentence.
     #[arg(long)]
     pub title: Option<String>,
@@ -132,27 +147,45 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
             ));
         }
     }
-    let (weights, key_labels) = match (&args.weights, &args.model) {
+    let (weights, labels) = match (&args.weights, &args.model) {
         (Some(path), _) => (npy::read_floats("--weights", path)?, key_labels(args)?),
         (None, Some(model)) => {
+            let text = args.text.clone().unwrap_or_default();
             let (probs, tokens) = attention_of(
                 &ModelArg {
                     model: model.clone(),
                 },
-                &TextArg {
-                    text: args.text.clone().unwrap_or_default(),
-                },
+                &TextArg { text: text.clone() },
                 args.backend,
             )?;
-            (probs.into_dyn(), Some(tokens))
+            (
+                probs.into_dyn(),
+                Some(TokenLabels::of_tokens(&text, &tokens)),
+            )
         }
         (None, None) => return Err(CliError::input("--weights", "give --weights or --model")),
     };
+    // The sentence the title names: as typed, or its words, or the labels given.
+    let sentence = match (&args.text, &labels) {
+        (Some(text), _) => text.clone(),
+        (None, Some(TokenLabels { words: Some(w), .. })) => w
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        (None, Some(l)) => l.labels.join(" "),
+        (None, None) => String::new(),
+    };
+    let (weights, key_labels) = if args.words {
+        to_words(args, &weights, labels)?
+    } else {
+        (weights, labels.map(|l| l.labels))
+    };
     let query_labels = split_labels(args.query_labels.as_deref());
     let svg = if args.grid {
-        grid_svg(args, &weights)?
+        grid_svg(args, &weights, key_labels.unwrap_or_default(), &sentence)?
     } else {
-        single_svg(args, &weights, key_labels, query_labels)?
+        single_svg(args, &weights, (key_labels, query_labels), &sentence)?
     };
     let bytes = match format {
         Format::Svg => svg.into_bytes(),
@@ -166,21 +199,72 @@ fn split_labels(s: Option<&str>) -> Option<Vec<String>> {
     s.map(|s| s.split(',').map(str::to_string).collect())
 }
 
-fn key_labels(args: &HeatmapArgs) -> Result<Option<Vec<String>>, CliError> {
+fn key_labels(args: &HeatmapArgs) -> Result<Option<TokenLabels>, CliError> {
     if let Some(s) = &args.labels {
-        return Ok(split_labels(Some(s)));
+        return Ok(split_labels(Some(s)).map(TokenLabels::plain));
     }
     let Some(path) = &args.tokens else {
         return Ok(None);
     };
     let text = read_small_text("--tokens", path)?;
-    let tokens: Vec<String> = serde_json::from_str(&text).map_err(|e| {
+    let tokens = token_json::parse(&text).map_err(|e| {
         CliError::input(
             "--tokens",
-            format!("{}: not a JSON list of strings: {e}", path.display()),
+            format!("{}: not a token list: {e}", path.display()),
         )
     })?;
     Ok(Some(tokens))
+}
+
+/// The weights and labels of the word view: every matrix of `weights` aggregated over
+/// the words of `labels` (see [`word_attention`]).
+fn to_words(
+    args: &HeatmapArgs,
+    weights: &ArrayD<f32>,
+    labels: Option<TokenLabels>,
+) -> Result<(ArrayD<f32>, Option<Vec<String>>), CliError> {
+    let Some(words) = labels.and_then(|l| l.words) else {
+        return Err(CliError::input(
+            "--words",
+            "needs the tokens' words: give --model and --text, or --tokens with a list from `model attention --tokens-out`",
+        ));
+    };
+    check_rank(weights)?;
+    let shape = weights.shape().to_vec();
+    let (lq, lk) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+    let n = words.last().map_or(0, |(_, r)| r.end);
+    if lq != n || lk != n {
+        let flag = if args.tokens.is_some() {
+            "--tokens"
+        } else {
+            "--words"
+        };
+        return Err(CliError::input(
+            flag,
+            format!("{n} tokens for weights of {lq} queries and {lk} keys"),
+        ));
+    }
+    let ranges: Vec<_> = words.iter().map(|(_, r)| r.clone()).collect();
+    let lead: Vec<usize> = shape[..shape.len() - 2].to_vec();
+    let count: usize = lead.iter().product();
+    let flat = weights
+        .to_shape((count, lq, lk))
+        .map_err(|e| CliError::runtime(format!("reshaping the weights: {e}")))?;
+    let mut out = Vec::with_capacity(count * ranges.len() * ranges.len());
+    for (m, matrix) in flat.outer_iter().enumerate() {
+        probability(matrix, &format!("matrix {m}: "))?;
+        let w =
+            word_attention(matrix, &ranges, &ranges).map_err(|e| CliError::input("--tokens", e))?;
+        out.extend(w.iter().copied());
+    }
+    let mut dims = lead;
+    dims.extend([ranges.len(), ranges.len()]);
+    let aggregated = ArrayD::from_shape_vec(dims, out)
+        .map_err(|e| CliError::runtime(format!("shaping the word view: {e}")))?;
+    Ok((
+        aggregated,
+        Some(words.into_iter().map(|(t, _)| t).collect()),
+    ))
 }
 
 /// Token files are small; anything past this is not one.
@@ -271,8 +355,8 @@ fn probability(m: ArrayView2<f32>, place: &str) -> Result<(), CliError> {
 fn single_svg(
     args: &HeatmapArgs,
     weights: &ArrayD<f32>,
-    key_labels: Option<Vec<String>>,
-    query_labels: Option<Vec<String>>,
+    (key_labels, query_labels): (Option<Vec<String>>, Option<Vec<String>>),
+    sentence: &str,
 ) -> Result<String, CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
@@ -329,16 +413,25 @@ fn single_svg(
         }
     };
     let mut h = Heatmap::new(matrix);
-    h.title = args.title.clone().unwrap_or_else(|| match &args.text {
-        // A model's run: name the sentence as typed, not its word pieces.
-        Some(text) => format!("{} · “{text}”", names.join(" · ")),
-        None => default_title(&names, &keys),
-    });
+    // Name the sentence as typed (or its words), not its pieces.
+    h.title = args
+        .title
+        .clone()
+        .unwrap_or_else(|| default_title(&names, words_note(args), sentence));
     h.row_labels = queries;
     h.col_labels = keys;
     h.values = args.values;
     h.cell = args.cell.unwrap_or(if args.values { 48.0 } else { 32.0 });
     Ok(h.svg())
+}
+
+/// What the title adds in the word view.
+fn words_note(args: &HeatmapArgs) -> &'static str {
+    if args.words {
+        " · words"
+    } else {
+        ""
+    }
 }
 
 fn place(names: &[String]) -> String {
@@ -349,10 +442,13 @@ fn place(names: &[String]) -> String {
     }
 }
 
-fn default_title(names: &[String], keys: &[String]) -> String {
+fn default_title(names: &[String], note: &str, sentence: &str) -> String {
     let mut parts = names.to_vec();
-    if !keys.is_empty() {
-        parts.push(format!("“{}”", keys.join(" ")));
+    if !note.is_empty() {
+        parts.push(note.trim_start_matches(" · ").to_string());
+    }
+    if !sentence.is_empty() {
+        parts.push(format!("“{sentence}”"));
     }
     if parts.is_empty() {
         "attention weights".to_string()
@@ -361,7 +457,16 @@ fn default_title(names: &[String], keys: &[String]) -> String {
     }
 }
 
-fn grid_svg(args: &HeatmapArgs, weights: &ArrayD<f32>) -> Result<String, CliError> {
+/// The page a grid fills (pixels), and the largest cell it draws by default.
+const GRID_PAGE: (f64, f64) = (1400.0, 900.0);
+const GRID_MAX_CELL: f64 = 24.0;
+
+fn grid_svg(
+    args: &HeatmapArgs,
+    weights: &ArrayD<f32>,
+    labels: Vec<String>,
+    sentence: &str,
+) -> Result<String, CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
     // As (layers, heads, Lq, Lk), with one layer where the tensor has none.
@@ -399,8 +504,13 @@ fn grid_svg(args: &HeatmapArgs, weights: &ArrayD<f32>) -> Result<String, CliErro
             panels.push((format!("{layer_name}H{h}"), m));
         }
     }
+    let sentence = if sentence.is_empty() {
+        String::new()
+    } else {
+        format!(" · “{sentence}”")
+    };
     let title = args.title.clone().unwrap_or_else(|| {
-        if layer_names.len() == 1 && !layer_names[0].is_empty() {
+        let what = if layer_names.len() == 1 && !layer_names[0].is_empty() {
             format!(
                 "every head of layer {}",
                 layer_names[0].trim().trim_start_matches('L')
@@ -409,14 +519,45 @@ fn grid_svg(args: &HeatmapArgs, weights: &ArrayD<f32>) -> Result<String, CliErro
             "every head".to_string()
         } else {
             format!("every layer × head ({} × {heads})", layer_names.len())
-        }
+        };
+        format!("{what}{}{sentence}", words_note(args))
     });
-    let grid = Grid {
-        title,
-        panels,
-        columns: heads,
-        group: args.group,
-        cell: args.cell.unwrap_or(6.0),
-    };
+    let (lq, lk) = (w4.shape()[2], w4.shape()[3]);
+    let mut grid = Grid::new(title, panels, heads);
+    grid.group = args.group;
+    if lq == lk && labels.len() == lk {
+        grid.row_labels = labels.clone();
+        grid.col_labels = labels;
+    }
+    if layer_names.len() == 1 {
+        // One layer's heads: as many columns as fill the page best.
+        grid.fit(GRID_PAGE.0, GRID_PAGE.1, args.cell.unwrap_or(GRID_MAX_CELL));
+        if let Some(cell) = args.cell {
+            grid.cell = cell;
+        }
+    } else {
+        // The model view keeps one row per layer; its cells fill the page's width.
+        grid.cell = args
+            .cell
+            .unwrap_or_else(|| model_view_cell(&grid, GRID_PAGE.0));
+    }
     Ok(grid.svg())
+}
+
+/// The cell with which one row of `grid`'s heads fills `width`.
+fn model_view_cell(grid: &Grid, width: f64) -> f64 {
+    let mut probe = grid.clone();
+    probe.title.clear();
+    let mut lo = 1.0f64;
+    let mut hi = GRID_MAX_CELL;
+    for _ in 0..30 {
+        let mid = (lo + hi) / 2.0;
+        probe.cell = mid;
+        if probe.size().0 <= width {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }

@@ -16,6 +16,7 @@ mod progress;
 mod raster;
 mod run;
 mod runtime_dir;
+mod token_json;
 
 use std::process::ExitCode;
 

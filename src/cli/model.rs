@@ -187,19 +187,19 @@ fn gpu() -> Result<GpuContext, CliError> {
 }
 
 /// Every layer's and head's attention probabilities `(layers, heads, L, L)` of `text`,
-/// with the token strings (for `heatmap --model`).
+/// with its tokens (for `heatmap --model`).
 pub(super) fn attention_of(
     model: &ModelArg,
     text: &TextArg,
     backend: Backend,
-) -> Result<(Array4<f32>, Vec<String>), CliError> {
+) -> Result<(Array4<f32>, Vec<Token>), CliError> {
     let model = load(model)?;
     let tokens = tokens(&model, text)?;
     let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
     let probs = forward(&model, &ids, true, backend)?
         .attention
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
-    Ok((probs, tokens.into_iter().map(|t| t.text).collect()))
+    Ok((probs, tokens))
 }
 
 fn forward(
@@ -223,8 +223,8 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
         ModelCommand::Info { model } => info(&load(model)?),
         ModelCommand::Tokenize { model, text } => {
             let model = load(model)?;
-            for t in tokens(&model, text)? {
-                println!("{:>8}  {}", t.id, t.text);
+            for line in tokenize_lines(&tokens(&model, text)?) {
+                println!("{line}");
             }
             Ok(())
         }
@@ -285,6 +285,30 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             generate(model, text, &opts, *backend)
         }
     }
+}
+
+/// `model tokenize`'s lines: the id, the label figures show, the vocabulary's spelling,
+/// and the word the token belongs to.
+fn tokenize_lines(tokens: &[Token]) -> Vec<String> {
+    let width = tokens
+        .iter()
+        .map(|t| t.text.chars().count())
+        .max()
+        .unwrap_or(0);
+    tokens
+        .iter()
+        .map(|t| {
+            let pad = width - t.text.chars().count();
+            format!(
+                "{:>8}  {}{}  word {:<3}  {}",
+                t.id,
+                t.text,
+                " ".repeat(pad),
+                t.word,
+                t.raw
+            )
+        })
+        .collect()
 }
 
 fn info(model: &Model) -> Result<(), CliError> {
@@ -379,11 +403,8 @@ fn attention(
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
     npy::write(&mut files, out_slot, &probs)?;
     if let Some(slot) = tokens_slot {
-        let names: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
-        files.write(slot, |w| {
-            serde_json::to_writer(&mut *w, &names)?;
-            Ok(())
-        })?;
+        let json = super::token_json::to_json(&text.text, &tokens);
+        files.write(slot, |w| w.write_all(&json))?;
     }
     // Standard output may be carrying the array.
     let to_stderr = files.uses_stdout();

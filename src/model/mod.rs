@@ -14,6 +14,7 @@ pub mod llama;
 mod locate;
 mod ops;
 mod stages;
+mod tokens;
 mod types;
 
 pub use error::ModelError;
@@ -24,4 +25,5 @@ pub use locate::{model_cache_dir, resolve_model_path};
 pub use ops::model_kernel_layouts;
 pub use ops::MODEL_SHADER_SOURCES;
 pub use stages::StageTimes;
-pub use types::{ForwardOutput, GenerateOptions, GenerateStats, ModelInfo, Sampling, Token};
+pub use tokens::{words, Token, Word, CONTINUATION_MARK, NEWLINE_MARK, SPACE_MARK, TAB_MARK};
+pub use types::{ForwardOutput, GenerateOptions, GenerateStats, ModelInfo, Sampling};

@@ -2,14 +2,6 @@
 
 use ndarray::{Array1, Array2, Array4};
 
-/// One token of a tokenized text: its id in the vocabulary and its string as the
-/// vocabulary spells it (special tokens included, e.g. `[CLS]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Token {
-    pub id: u32,
-    pub text: String,
-}
-
 /// What `model info` prints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelInfo {

@@ -6,6 +6,7 @@
 //! figure scales for papers); [`Grid::svg`] writes many matrices as small multiples (every
 //! head of a layer, or every layer × head: the model view). Both are plain strings, so the
 //! same code serves the command line (which also rasterises them to PNG) and a web page.
+//! [`word_attention`] aggregates token-level weights to whole words (the word view).
 //! [`ColorScale`] maps a weight to a colour and a colour back to a weight, which is how
 //! tests read a rendered picture back.
 
@@ -14,8 +15,10 @@ mod grid;
 mod heatmap;
 mod probability;
 mod svg;
+mod words;
 
 pub use colormap::{ColorScale, MASKED_RGB};
 pub use grid::Grid;
 pub use heatmap::{CellRect, Heatmap};
 pub use probability::check_probability_rows;
+pub use words::word_attention;

@@ -98,8 +98,14 @@ fn minilm_heatmap_png_reads_back_as_the_models_attention() {
     ]);
     assert!(run.status.success(), "{}", stderr_of(&run));
     let probs: ndarray::ArrayD<f32> = ndarray_npy::read_npy(dir.path("a.npy")).unwrap();
-    let tokens: Vec<String> =
+    let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path("t.json")).unwrap()).unwrap();
+    let tokens: Vec<String> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["text"].as_str().unwrap().to_string())
+        .collect();
     let m = probs
         .slice(s![0, 0, .., ..])
         .into_dimensionality::<Ix2>()
@@ -318,4 +324,463 @@ fn bad_input_exits_2_naming_the_flag_and_writes_nothing() {
         !dir.path("o.svg").exists() && !dir.path("o.jpg").exists(),
         "no output on bad input"
     );
+}
+
+/// The text elements of an SVG: (the opening tag's attributes, the text unescaped).
+fn svg_texts(svg: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find("<text") {
+        rest = &rest[at + 5..];
+        let Some(close) = rest.find('>') else { break };
+        let attrs = rest[..close].to_string();
+        let body = &rest[close + 1..];
+        let Some(end) = body.find("</text>") else {
+            break;
+        };
+        let text = body[..end]
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&amp;", "&");
+        out.push((attrs, text));
+        rest = &body[end..];
+    }
+    out
+}
+
+/// The key labels (turned 45 degrees over the columns) and the query labels (right-aligned
+/// left of the rows) of a single heatmap's SVG.
+fn axis_labels(svg: &str) -> (Vec<String>, Vec<String>) {
+    let texts = svg_texts(svg);
+    let keys = texts
+        .iter()
+        .filter(|(a, _)| a.contains("rotate(-45)"))
+        .map(|(_, t)| t.clone())
+        .collect();
+    let queries = texts
+        .iter()
+        .filter(|(a, _)| a.contains(r#"text-anchor="end""#))
+        .map(|(_, t)| t.clone())
+        .collect();
+    (keys, queries)
+}
+
+/// No GPT-2 byte symbol, no replacement character anywhere in the figure but its title
+/// (labels, values, tooltips); the title separates its parts with `·`.
+fn assert_no_byte_symbols(what: &str, svg: &str) {
+    let title_end = svg.find("</text>").unwrap_or(0);
+    let title_start = svg[..title_end].rfind("<text").unwrap_or(title_end);
+    let rest = format!("{}{}", &svg[..title_start], &svg[title_end..]);
+    if let Some(c) = rest.chars().find(|&c| crate::tokens::is_byte_symbol(c)) {
+        panic!("{what}: the SVG holds the byte symbol {c:?}");
+    }
+}
+
+/// The tiny byte-level llama (one token per byte) as a GGUF file in `dir`.
+fn tiny_gguf(dir: &TempDir) -> String {
+    use crate::model_llama::gguf_writer::{llama_meta, llama_tensors, write};
+    use crate::model_llama::tiny_model::{tiny_tokenizer_spec, tiny_weights, TINY};
+    let bytes = write(
+        &llama_meta(&TINY, &tiny_tokenizer_spec()),
+        &llama_tensors(&TINY, &tiny_weights(3, true)),
+    );
+    dir.raw("tiny.gguf", &bytes)
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = cli(args);
+    assert!(out.status.success(), "{args:?}: {}", stderr_of(&out));
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+#[test]
+fn a_byte_level_models_heatmap_reads_as_korean_per_token_and_per_word() {
+    use crate::tokens::{assert_reads_as, KOREAN};
+    let dir = TempDir::new("korean-tiny");
+    let model = tiny_gguf(&dir);
+    let (tokens_svg, words_svg) = (dir.arg("ko_tokens.svg"), dir.arg("ko.svg"));
+    for (out, words) in [(&tokens_svg, false), (&words_svg, true)] {
+        let mut args = vec![
+            "heatmap",
+            "--model",
+            &model,
+            "--text",
+            KOREAN,
+            "--backend",
+            "cpu",
+            "--layer",
+            "1",
+            "--head",
+            "2",
+            "--values",
+            "--out",
+            out,
+        ];
+        if words {
+            args.push("--words");
+        }
+        run_ok(&args);
+    }
+    let svg = std::fs::read_to_string(dir.path("ko_tokens.svg")).unwrap();
+    assert_no_byte_symbols("token view", &svg);
+    let (keys, queries) = axis_labels(&svg);
+    assert_eq!(keys.len(), KOREAN.len(), "one key per byte-level token");
+    assert_reads_as(KOREAN, &keys);
+    assert_reads_as(KOREAN, &queries);
+    assert_eq!(
+        keys[12], "␣",
+        "the space before 생선을 is its own byte-level token"
+    );
+
+    let svg = std::fs::read_to_string(dir.path("ko.svg")).unwrap();
+    assert_no_byte_symbols("word view", &svg);
+    let (keys, queries) = axis_labels(&svg);
+    let want: Vec<&str> = KOREAN.split(' ').collect();
+    assert_eq!(keys, want);
+    assert_eq!(queries, want);
+    assert_eq!(svg.matches("</title></rect>").count(), 25, "a 5 × 5 matrix");
+    assert_eq!(
+        svg.matches(">−∞</text>").count(),
+        10,
+        "the causal cells stay masked"
+    );
+    assert!(
+        svg.contains("words · “고양이가"),
+        "the title names the view and the sentence"
+    );
+}
+
+#[test]
+fn tokenize_and_tokens_out_carry_labels_raw_strings_and_words() {
+    let dir = TempDir::new("tokens-out");
+    let model = tiny_gguf(&dir);
+    let text = "I love AI !";
+    let out = run_ok(&["model", "tokenize", "--model", &model, "--text", text]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 11, "{out}");
+    assert!(lines[1].contains("␣ ") && lines[1].ends_with('Ġ'), "{out}");
+    assert!(lines[2].contains(" word 1 "), "{out}");
+    let (a, t) = (dir.arg("a.npy"), dir.arg("t.json"));
+    run_ok(&[
+        "model",
+        "attention",
+        "--model",
+        &model,
+        "--text",
+        text,
+        "--backend",
+        "cpu",
+        "--out",
+        &a,
+        "--tokens-out",
+        &t,
+    ]);
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("t.json")).unwrap()).unwrap();
+    let list = json.as_array().expect("a list");
+    assert_eq!(list.len(), 11);
+    assert_eq!(list[1]["raw"], "Ġ");
+    assert_eq!(list[1]["text"], "␣");
+    assert_eq!(list[1]["word"], 1);
+    assert_eq!(list[2]["word_text"], "love");
+    assert_eq!(list[2]["bytes"], serde_json::json!([108]));
+    assert_eq!(list[2]["span"], serde_json::json!([2, 3]));
+    // The file gives --words its words: the same figure as from the model.
+    let (from_file, from_model) = (dir.arg("file.svg"), dir.arg("model.svg"));
+    run_ok(&[
+        "heatmap",
+        "--weights",
+        &a,
+        "--tokens",
+        &t,
+        "--words",
+        "--layer",
+        "0",
+        "--head",
+        "1",
+        "--values",
+        "--title",
+        "t",
+        "--out",
+        &from_file,
+    ]);
+    run_ok(&[
+        "heatmap",
+        "--model",
+        &model,
+        "--text",
+        text,
+        "--backend",
+        "cpu",
+        "--words",
+        "--layer",
+        "0",
+        "--head",
+        "1",
+        "--values",
+        "--title",
+        "t",
+        "--out",
+        &from_model,
+    ]);
+    let svg = std::fs::read_to_string(dir.path("file.svg")).unwrap();
+    assert_eq!(svg, std::fs::read_to_string(dir.path("model.svg")).unwrap());
+    let (keys, _) = axis_labels(&svg);
+    assert_eq!(keys, ["I", "love", "AI", "!"]);
+    // Plain labels carry no words.
+    assert_bad_input(
+        "--words without words",
+        &[
+            "heatmap",
+            "--weights",
+            &a,
+            "--tokens",
+            &dir.raw("plain.json", b"[\"a\"]"),
+            "--words",
+            "--layer",
+            "0",
+            "--head",
+            "0",
+            "--out",
+            &dir.arg("x.svg"),
+        ],
+        "--words",
+    );
+    assert_bad_input(
+        "--words with a token list of another length",
+        &[
+            "heatmap",
+            "--weights",
+            &a,
+            "--tokens",
+            &dir.raw("short.json", br#"[{"text": "a", "word": 0}]"#),
+            "--words",
+            "--layer",
+            "0",
+            "--head",
+            "0",
+            "--out",
+            &dir.arg("y.svg"),
+        ],
+        "--tokens",
+    );
+    assert!(!dir.path("x.svg").exists() && !dir.path("y.svg").exists());
+}
+
+#[test]
+fn a_grid_fills_its_page_names_the_sentence_and_labels_the_edges() {
+    let dir = TempDir::new("grid-fill");
+    let w = weights(2, 12, 5, true);
+    let file = dir.npy("w.npy", &w);
+    let out = dir.arg("grid.svg");
+    run_ok(&[
+        "heatmap",
+        "--weights",
+        &file,
+        "--labels",
+        "The,cat,sat,on,mat",
+        "--grid",
+        "--layer",
+        "1",
+        "--out",
+        &out,
+    ]);
+    let svg = std::fs::read_to_string(dir.path("grid.svg")).unwrap();
+    for h in 0..12 {
+        assert!(svg.contains(&format!(">L1 H{h}</text>")), "caption L1 H{h}");
+    }
+    let texts = svg_texts(&svg);
+    assert!(
+        texts[0].1.contains("every head of layer 1") && texts[0].1.contains("“The cat sat on mat”"),
+        "{:?}",
+        texts[0]
+    );
+    // The labels: five queries beside each thumbnail of the first column, five keys under
+    // each column's lowest one.
+    let rows = texts
+        .iter()
+        .filter(|(a, _)| a.contains(r#"text-anchor="end""#))
+        .count();
+    let cols = texts
+        .iter()
+        .filter(|(a, _)| a.contains("rotate(45)"))
+        .count();
+    assert!(
+        rows >= 5 && rows % 5 == 0 && cols >= 5 && cols % 5 == 0,
+        "{rows} {cols}"
+    );
+    assert_eq!(
+        cols / 5 * (rows / 5),
+        12,
+        "columns × rows hold the 12 heads"
+    );
+    assert!(
+        cols / 5 > 1 && rows / 5 > 1,
+        "not one long row: {} × {}",
+        rows / 5,
+        cols / 5
+    );
+    // No band of empty page taller than a thumbnail under the last row.
+    let attr = |tag: &str, name: &str| -> f64 {
+        let at = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+        tag[at..].split('"').next().unwrap().parse().unwrap()
+    };
+    let height = attr(&svg[..svg.find('>').unwrap()], "height");
+    // The thumbnails' cells (the legend's are 18 wide).
+    let cells: Vec<&str> = svg
+        .lines()
+        .filter(|l| {
+            l.starts_with("<rect x=") && !l.contains("stroke") && !l.contains(r#"width="18""#)
+        })
+        .collect();
+    let bottom = cells
+        .iter()
+        .map(|l| attr(l, "y") + attr(l, "height"))
+        .fold(0.0, f64::max);
+    let thumb = cells
+        .iter()
+        .map(|l| attr(l, "height"))
+        .fold(f64::MAX, f64::min)
+        * 5.0;
+    assert!(
+        height - bottom <= thumb,
+        "height {height}, cells end at {bottom}, thumbnail {thumb}"
+    );
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn smollm2_korean_reads_as_korean_per_token_and_per_word() {
+    use crate::tokens::{assert_reads_as, assert_word_view, KOREAN};
+    let dir = TempDir::new("smollm2-korean");
+    let (a, t) = (dir.arg("a.npy"), dir.arg("t.json"));
+    run_ok(&[
+        "model",
+        "attention",
+        "--model",
+        "smollm2",
+        "--text",
+        KOREAN,
+        "--out",
+        &a,
+        "--tokens-out",
+        &t,
+    ]);
+    let (tokens_svg, words_svg) = (dir.arg("ko_tokens.svg"), dir.arg("ko.svg"));
+    for (out, words) in [(&tokens_svg, false), (&words_svg, true)] {
+        let mut args = vec![
+            "heatmap",
+            "--weights",
+            &a,
+            "--tokens",
+            &t,
+            "--layer",
+            "3",
+            "--head",
+            "0",
+            "--values",
+            "--out",
+            out,
+        ];
+        if words {
+            args.push("--words");
+        }
+        run_ok(&args);
+    }
+    let svg = std::fs::read_to_string(dir.path("ko_tokens.svg")).unwrap();
+    assert_no_byte_symbols("token view", &svg);
+    let (keys, queries) = axis_labels(&svg);
+    assert_reads_as(KOREAN, &keys);
+    assert_reads_as(KOREAN, &queries);
+    let svg = std::fs::read_to_string(dir.path("ko.svg")).unwrap();
+    assert_no_byte_symbols("word view", &svg);
+    let (keys, queries) = axis_labels(&svg);
+    let want: Vec<&str> = KOREAN.split(' ').collect();
+    assert_eq!(keys, want);
+    assert_eq!(queries, want);
+    // The word view against a float64 aggregation of the model's own token weights,
+    // computed here from the definition.
+    let probs: ndarray::Array4<f32> = ndarray_npy::read_npy(dir.path("a.npy")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path("t.json")).unwrap()).unwrap();
+    let word_of: Vec<usize> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["word"].as_u64().unwrap() as usize)
+        .collect();
+    let n = word_of.last().unwrap() + 1;
+    assert_eq!(n, 5);
+    let ranges: Vec<std::ops::Range<usize>> = (0..n)
+        .map(|w| {
+            let start = word_of.iter().position(|&x| x == w).unwrap();
+            let end = word_of.iter().rposition(|&x| x == w).unwrap() + 1;
+            start..end
+        })
+        .collect();
+    for (l, h) in [(0, 0), (3, 0), (29, 8)] {
+        let m = probs.slice(s![l, h, .., ..]);
+        let want = ndarray::Array2::from_shape_fn((n, n), |(x, y)| {
+            let mut sum = 0.0f64;
+            for i in ranges[x].clone() {
+                for j in ranges[y].clone() {
+                    sum += f64::from(m[[i, j]]);
+                }
+            }
+            sum / ranges[x].len() as f64
+        });
+        let got = wgpu_attention::viz::word_attention(m, &ranges, &ranges).unwrap();
+        assert_word_view(&format!("L{l} H{h}"), got.view(), want.view());
+    }
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn the_english_lecture_sentences_get_one_label_per_word_from_both_models() {
+    let dir = TempDir::new("lecture-words");
+    for (k, (model, text)) in [
+        ("smollm2", "I love AI !"),
+        ("smollm2", "The cat sat on the mat"),
+        ("minilm", "The cat sat on the mat"),
+        ("minilm", "I love AI !"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = dir.arg(&format!("w{k}.svg"));
+        run_ok(&[
+            "heatmap", "--model", model, "--text", text, "--words", "--layer", "0", "--head", "0",
+            "--values", "--out", &out,
+        ]);
+        let svg = std::fs::read_to_string(dir.path(&format!("w{k}.svg"))).unwrap();
+        assert_no_byte_symbols(text, &svg);
+        let (keys, _) = axis_labels(&svg);
+        let keys: Vec<&str> = keys
+            .iter()
+            .map(String::as_str)
+            .filter(|k| !k.starts_with('['))
+            .collect();
+        let want: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(keys, want, "{model}: {text}");
+    }
+    // The token view of "I love AI !" shows the space mark, never GPT-2's Ġ.
+    let out = dir.arg("love.svg");
+    run_ok(&[
+        "heatmap",
+        "--model",
+        "smollm2",
+        "--text",
+        "I love AI !",
+        "--layer",
+        "3",
+        "--head",
+        "0",
+        "--values",
+        "--out",
+        &out,
+    ]);
+    let svg = std::fs::read_to_string(dir.path("love.svg")).unwrap();
+    assert_eq!(axis_labels(&svg).0, ["I", "␣love", "␣AI", "␣!"]);
 }

@@ -47,3 +47,4 @@ mod rejected;
 mod shaders;
 mod splitting;
 mod staged;
+mod tokens;

@@ -111,7 +111,7 @@ fn tiny_bert_cpu_attention_is_softmax_of_finite_rows() {
 fn tiny_tokenizer_keeps_special_tokens_and_splits_words() {
     let m = model(&tiny_bert(1));
     let tokens = m.tokenize("The cat sat on the MAT").expect("tokenize");
-    let texts: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
+    let texts: Vec<&str> = tokens.iter().map(|t| t.raw.as_str()).collect();
     assert_eq!(
         texts,
         ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
@@ -122,7 +122,7 @@ fn tiny_tokenizer_keeps_special_tokens_and_splits_words() {
         .tokenize("cats love zebras!")
         .expect("tokenize")
         .into_iter()
-        .map(|t| t.text)
+        .map(|t| t.raw)
         .collect();
     assert_eq!(
         texts,

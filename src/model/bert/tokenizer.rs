@@ -3,12 +3,20 @@
 //! its tokens, `[CLS]` and `[SEP]` included, and too long a text is an error rather than
 //! silently cut.
 
+use std::collections::HashSet;
+
 use tokenizers::Tokenizer;
 
+use crate::model::tokens::{finish, Piece};
 use crate::model::{ModelError, Token};
 
 pub(crate) struct BertTokenizer {
     inner: Tokenizer,
+    /// Ids of the added tokens marked special (`[CLS]`, `[SEP]`, `[PAD]`, ...), also when
+    /// written in the text.
+    special: HashSet<u32>,
+    /// WordPiece's mark of a piece that continues a word; `None` for other models.
+    continuing: Option<&'static str>,
 }
 
 impl BertTokenizer {
@@ -23,10 +31,24 @@ impl BertTokenizer {
         inner
             .with_truncation(None)
             .map_err(|e| ModelError::format("tokenizer.json", e.to_string()))?;
-        Ok(Self { inner })
+        let special = inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, _)| id)
+            .collect();
+        let continuing =
+            matches!(inner.get_model(), tokenizers::ModelWrapper::WordPiece(_)).then_some("##");
+        Ok(Self {
+            inner,
+            special,
+            continuing,
+        })
     }
 
-    /// The tokens of `text`, special tokens included.
+    /// The tokens of `text`, special tokens included, labelled (see [`Token`]) from the
+    /// text they cover: the tokenizer's offsets index the text as given, before
+    /// lowercasing and the decomposition of Hangul into jamo.
     ///
     /// # Errors
     /// [`ModelError::Input`] naming `--text` for an empty (or all-whitespace) text or one
@@ -39,15 +61,33 @@ impl BertTokenizer {
             .inner
             .encode(text, true)
             .map_err(|e| ModelError::input("--text", format!("cannot tokenize: {e}")))?;
-        Ok(enc
+        let mask = enc.get_special_tokens_mask();
+        let pieces = enc
             .get_ids()
             .iter()
             .zip(enc.get_tokens())
-            .map(|(&id, t)| Token {
-                id,
-                text: t.clone(),
+            .zip(enc.get_offsets())
+            .enumerate()
+            .map(|(i, ((&id, raw), &(start, end)))| {
+                // Added by the template, or written whole in the text; an `[UNK]` stands
+                // for the word it replaced and is labelled with it.
+                let special = mask.get(i).is_some_and(|&m| m != 0)
+                    || (self.special.contains(&id) && text.get(start..end) == Some(raw));
+                let piece = self
+                    .continuing
+                    .and_then(|c| raw.strip_prefix(c))
+                    .filter(|_| !special);
+                Piece {
+                    id,
+                    raw: raw.clone(),
+                    bytes: piece.unwrap_or(raw).as_bytes().to_vec(),
+                    span: (!special && start < end && end <= text.len()).then_some(start..end),
+                    special,
+                    continues: piece.is_some(),
+                }
             })
-            .collect())
+            .collect();
+        Ok(finish(text, pieces))
     }
 
     /// The text of `ids`, special tokens kept.

@@ -18,6 +18,7 @@ use tokenizers::pre_tokenizers::PreTokenizerWrapper;
 use tokenizers::{AddedToken, Tokenizer};
 
 use crate::model::llama::gguf::{Gguf, Value};
+use crate::model::tokens::{byte_level_bytes, finish, Piece};
 use crate::model::{ModelError, Token};
 
 /// The token type llama.cpp gives control tokens such as `<|im_start|>`.
@@ -47,6 +48,8 @@ pub struct LlamaTokenizer {
     pub(crate) bos: Option<u32>,
     pub(crate) eos: Option<u32>,
     add_bos: bool,
+    /// Ids of the control tokens, which are matched whole in the text.
+    control: std::collections::HashSet<u32>,
 }
 
 impl std::fmt::Debug for LlamaTokenizer {
@@ -197,6 +200,13 @@ impl LlamaTokenizer {
             .map(|(_, tok)| AddedToken::from(tok.clone(), true))
             .collect();
         inner.add_special_tokens(&special);
+        let control = spec
+            .token_types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| i64::from(**t) == CONTROL)
+            .map(|(i, _)| i as u32)
+            .collect();
         Ok(Self {
             inner,
             spec_summary: format!(
@@ -210,6 +220,7 @@ impl LlamaTokenizer {
             bos: spec.bos,
             eos: spec.eos,
             add_bos: spec.add_bos,
+            control,
         })
     }
 
@@ -223,8 +234,9 @@ impl LlamaTokenizer {
         self.vocab
     }
 
-    /// The ids and token strings of `text`, with BOS first when the model adds it.
-    /// Special tokens written in the text (`<|im_start|>`) become their ids.
+    /// The tokens of `text`, with BOS first when the model adds it, labelled (see
+    /// [`Token`]) from their decoded bytes. Special tokens written in the text
+    /// (`<|im_start|>`) become their ids.
     ///
     /// # Errors
     /// [`ModelError::Input`] naming `--text` when the tokenizer fails.
@@ -233,23 +245,49 @@ impl LlamaTokenizer {
             .inner
             .encode(text, false)
             .map_err(|e| ModelError::input("--text", format!("tokenizing: {e}")))?;
-        let mut out = Vec::with_capacity(enc.len() + 1);
+        let mut pieces = Vec::with_capacity(enc.len() + 1);
         if let (true, Some(bos)) = (self.add_bos, self.bos) {
-            out.push(Token {
+            let raw = self.inner.id_to_token(bos).unwrap_or_default();
+            pieces.push(Piece {
                 id: bos,
-                text: self.inner.id_to_token(bos).unwrap_or_default(),
+                bytes: raw.as_bytes().to_vec(),
+                raw,
+                span: None,
+                special: true,
+                continues: false,
             });
         }
-        out.extend(
-            enc.get_ids()
-                .iter()
-                .zip(enc.get_tokens())
-                .map(|(&id, t)| Token {
-                    id,
-                    text: t.clone(),
-                }),
-        );
-        Ok(out)
+        // Byte-level BPE is lossless: the tokens' bytes, in order, are the text's bytes,
+        // so each token's span is where the bytes before it end.
+        let mut at = 0;
+        for (&id, raw) in enc.get_ids().iter().zip(enc.get_tokens()) {
+            let special = self.control.contains(&id);
+            let bytes = match (special, byte_level_bytes(raw)) {
+                (false, Some(b)) => b,
+                _ => raw.as_bytes().to_vec(),
+            };
+            let span = at..at + bytes.len();
+            at = span.end;
+            pieces.push(Piece {
+                id,
+                raw: raw.clone(),
+                bytes,
+                span: Some(span),
+                special,
+                continues: false,
+            });
+        }
+        if at == text.len() {
+            return Ok(finish(text, pieces));
+        }
+        // Not the text after all (no tokenizer this crate builds gets here): label the
+        // tokens from their own bytes instead.
+        let own: Vec<u8> = pieces
+            .iter()
+            .filter(|p| p.span.is_some())
+            .flat_map(|p| p.bytes.iter().copied())
+            .collect();
+        Ok(finish(&String::from_utf8_lossy(&own), pieces))
     }
 
     /// The text of `ids`, special tokens included.

@@ -6,7 +6,7 @@
 //! The real-model tests are ignored by default; after scripts/fetch-models.sh run
 //! `cargo test --release --test it -- --ignored model_llama::real::`.
 
-mod gguf_writer;
+pub mod gguf_writer;
 mod real;
 pub mod tiny;
-mod tiny_model;
+pub mod tiny_model;

@@ -231,7 +231,7 @@ fn tokenizer_round_trips_and_matches_special_tokens() {
             257
         ]
     );
-    assert_eq!(toks[1].text, "Ġt");
+    assert_eq!(toks[1].raw, "Ġt");
     assert_eq!(m.decode(&ids).expect("decode"), "a the 42<|endoftext|>");
 }
 
