@@ -31,6 +31,7 @@ mod forced_kernel;
 mod fused;
 mod fused_lanes;
 mod fused_tiled;
+mod matmul;
 mod memory;
 mod mha;
 mod model_bert;
