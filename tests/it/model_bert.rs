@@ -401,10 +401,14 @@ fn timed_forwards_report_every_stage_and_the_same_result() {
             "embeddings + LayerNorm",
             "q, k, v projections",
             "attention",
-            "GELU",
         ] {
             assert!(names.contains(&stage), "{stage} missing from {names:?}");
         }
+        // Its own stage on the CPU, fused into the intermediate dense on the GPU.
+        assert!(
+            names.iter().any(|n| n.contains("GELU")),
+            "GELU missing from {names:?}"
+        );
         assert!(t.total() > 0.0 && t.entries().iter().all(|(_, s)| *s >= 0.0));
     }
 }
