@@ -397,11 +397,7 @@ fn timed_forwards_report_every_stage_and_the_same_result() {
     );
     for t in [&cpu_t, &gpu_t] {
         let names: Vec<&str> = t.entries().iter().map(|(n, _)| *n).collect();
-        for stage in [
-            "embeddings + LayerNorm",
-            "q, k, v projections",
-            "attention",
-        ] {
+        for stage in ["embeddings + LayerNorm", "q, k, v projections", "attention"] {
             assert!(names.contains(&stage), "{stage} missing from {names:?}");
         }
         // Its own stage on the CPU, fused into the intermediate dense on the GPU.

@@ -148,10 +148,12 @@ pub(crate) fn lanes_adapter(ctx: &GpuContext) -> bool {
 /// everywhere else.
 pub(crate) fn shapes(ctx: &GpuContext) -> Vec<LinearShape> {
     if lanes_adapter(ctx) {
-        [1, 2, 4]
-            .map(|row_groups| LinearShape::Lanes {
+        // Measured on lavapipe (benches/matmul.rs): 8 and 16 rows for short inputs, 32
+        // rows by 64 columns (the most reuse per load) for longer ones.
+        [(1, 1), (2, 1), (4, 2)]
+            .map(|(row_groups, col_sets)| LinearShape::Lanes {
                 row_groups,
-                col_sets: 1,
+                col_sets,
             })
             .to_vec()
     } else {
@@ -473,7 +475,11 @@ impl LinearKernel {
                 LinearShape::Lanes {
                     row_groups,
                     col_sets,
-                } => lanes_adapter(ctx) && (1..=4).contains(&row_groups) && (1..=2).contains(&col_sets),
+                } => {
+                    lanes_adapter(ctx)
+                        && (1..=4).contains(&row_groups)
+                        && (1..=2).contains(&col_sets)
+                }
             };
             if !fits {
                 return Err(AttentionError::Unsupported(format!(
@@ -554,7 +560,12 @@ impl LinearKernel {
         let need_y = y_layout.elements(rows.into());
         check(ctx, x_arg, of_tensor(x), x_layout.elements(rows.into()))?;
         let w_len = w.shape().iter().product::<usize>() as u64;
-        check(ctx, w_arg, (w.shape(), w_len, w.elem()), cols as u64 * inner as u64)?;
+        check(
+            ctx,
+            w_arg,
+            (w.shape(), w_len, w.elem()),
+            cols as u64 * inner as u64,
+        )?;
         check(ctx, bias_arg, of_tensor(bias), cols as u64)?;
         check(ctx, y_arg, of_tensor(y), need_y)?;
         let mut flags = if epi.gelu { FLAG_GELU } else { 0 };
@@ -582,7 +593,11 @@ impl LinearKernel {
                 AttentionError::Unsupported(format!(
                     "the dense-layer kernel was not prepared for {} weights{}",
                     w.elem().name(),
-                    if vec4 { "" } else { " of widths not a multiple of 4" }
+                    if vec4 {
+                        ""
+                    } else {
+                        " of widths not a multiple of 4"
+                    }
                 ))
             })?;
         let params = LinearParams::new(

@@ -303,8 +303,14 @@ fn linear_shapes_set_declared_overrides() {
             );
         }
     }
-    assert_eq!(wgsl_u32("matmul_lanes", source::MATMUL_LANES, "ROW_GROUPS"), 2);
-    assert_eq!(wgsl_u32("matmul_lanes", source::MATMUL_LANES, "COL_SETS"), 1);
+    assert_eq!(
+        wgsl_u32("matmul_lanes", source::MATMUL_LANES, "ROW_GROUPS"),
+        2
+    );
+    assert_eq!(
+        wgsl_u32("matmul_lanes", source::MATMUL_LANES, "COL_SETS"),
+        1
+    );
 }
 
 #[test]
@@ -345,7 +351,12 @@ fn shared_constants_match() {
         ),
         ("qk", source::QK, "TILE", qk::TILE),
         ("pv", source::PV, "TILE", pv::TILE),
-        ("matmul_tiled", source::MATMUL_TILED, "TS", linear::TILED_TILE),
+        (
+            "matmul_tiled",
+            source::MATMUL_TILED,
+            "TS",
+            linear::TILED_TILE,
+        ),
         (
             "matmul_lanes",
             source::MATMUL_LANES,

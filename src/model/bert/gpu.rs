@@ -9,8 +9,8 @@ use ndarray::{Array2, Array4};
 use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
-    read_tensors, submit, upload_ids, vec4_reads, wait_idle, AddNorm, AddNormKernel, Elem,
-    Embed, EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
+    read_tensors, submit, upload_ids, vec4_reads, wait_idle, AddNorm, AddNormKernel, Elem, Embed,
+    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
 use crate::model::stages::Clock;
 use crate::model::ModelError;
