@@ -69,7 +69,7 @@ pub use gpu::device::tensor::GpuTensor;
 #[doc(hidden)]
 pub use gpu::hooks::{
     force_subgroup_decode_for_tests, fused_kernel_taken, fused_key_budget,
-    invalid_dispatch_for_tests, staged_plan_for_tests,
+    invalid_dispatch_for_tests, staged_plan_for_tests, LinearForTests, LinearLayout, LinearTile,
 };
 pub use gpu::kernels::source::ALL as SHADER_SOURCES;
 #[cfg(not(target_arch = "wasm32"))]

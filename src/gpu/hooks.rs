@@ -121,3 +121,114 @@ pub async fn fused_kernel_taken(
     let p = plain_problem(q, kv, causal, 0, false);
     Ok(fused_config(ctx, &p, Elem::F32).await?.kind.kernel())
 }
+
+/// Which dense-layer kernel [`LinearForTests`] runs.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinearTile {
+    /// What the adapter's layers use.
+    Auto,
+    /// matmul_tiled.wgsl.
+    Tiled,
+    /// matmul_lanes.wgsl with 8 x `row_groups` rows and 32 x `col_sets` columns.
+    Lanes { row_groups: u32, col_sets: u32 },
+}
+
+/// A head layout as `[len, heads, dim, cap, off]` (see shaders/prelude/matmul.wgsl).
+#[doc(hidden)]
+pub type LinearLayout = [u32; 5];
+
+/// One dense layer's weights on the device and its kernel, for tests and benchmarks of
+/// the kernel itself: `y = epilogue(x Wᵀ + b)` with W `(N, K)`.
+#[doc(hidden)]
+pub struct LinearForTests {
+    kernel: crate::gpu::kernels::linear::LinearKernel,
+    w32: crate::GpuTensor,
+    w16: Option<crate::gpu::kernels::linear::F16Weights>,
+    bias: crate::GpuTensor,
+    gelu: bool,
+}
+
+impl LinearForTests {
+    /// Uploads W (as f16 where `f16`) and the bias, and builds the kernel of `tile`.
+    ///
+    /// # Errors
+    /// As the kernel's preparation: [`crate::AttentionError::Unsupported`] for a tile the
+    /// adapter cannot run or f16 without `shader-f16`; device errors.
+    pub async fn new(
+        ctx: &GpuContext,
+        tile: LinearTile,
+        w: ndarray::ArrayView2<'_, f32>,
+        bias: ndarray::ArrayView1<'_, f32>,
+        (f16, gelu): (bool, bool),
+    ) -> Result<Self> {
+        use crate::gpu::kernels::linear::{self, LinearKernel, LinearNeed, LinearShape};
+        let elem = if f16 { Elem::F16 } else { Elem::F32 };
+        let needs = [true, false].map(|vec4| LinearNeed { elem, vec4 });
+        let shapes = match tile {
+            LinearTile::Auto => linear::shapes(ctx),
+            LinearTile::Tiled => vec![LinearShape::Tiled],
+            LinearTile::Lanes {
+                row_groups,
+                col_sets,
+            } => vec![LinearShape::Lanes {
+                row_groups,
+                col_sets,
+            }],
+        };
+        let kernel = LinearKernel::prepare_shapes(ctx, shapes, &needs).await?;
+        let w16 = if f16 {
+            Some(linear::F16Weights::upload(ctx, "w", w)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            kernel,
+            w32: crate::GpuTensor::upload(ctx, "w", w.into_dyn())?,
+            w16,
+            bias: crate::GpuTensor::upload(ctx, "bias", bias.into_dyn())?,
+            gelu,
+        })
+    }
+
+    /// Records the layer for `rows` rows of `x` (in `x_layout`) into `y` (in
+    /// `y_layout`), adding `residual` (in y's layout) when given.
+    ///
+    /// # Errors
+    /// The kernel's shape and size errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        (x, x_layout): (&crate::GpuTensor, LinearLayout),
+        (y, y_layout): (&crate::GpuTensor, LinearLayout),
+        rows: usize,
+        residual: Option<&crate::GpuTensor>,
+    ) -> Result<()> {
+        use crate::gpu::kernels::linear::{Epilogue, HeadLayout, Linear, WeightsRef};
+        let layout = |[len, heads, dim, cap, off]: LinearLayout| HeadLayout {
+            len,
+            heads,
+            dim,
+            cap,
+            off,
+        };
+        let call = Linear {
+            x: ("x", x, layout(x_layout)),
+            w: ("w", &self.w32),
+            bias: ("bias", &self.bias),
+            y: ("y", y, layout(y_layout)),
+            rows,
+        };
+        let w = self
+            .w16
+            .as_ref()
+            .map_or(WeightsRef::F32(&self.w32), WeightsRef::F16);
+        let epi = Epilogue {
+            gelu: self.gelu,
+            residual: residual.map(|r| ("residual", r)),
+        };
+        self.kernel.record_with(ctx, encoder, &call, ("w", w), epi)
+    }
+}

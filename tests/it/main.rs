@@ -33,6 +33,7 @@ mod fused;
 mod fused_lanes;
 mod fused_rows;
 mod fused_tiled;
+mod matmul;
 mod memory;
 mod mha;
 mod model_bert;

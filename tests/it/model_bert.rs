@@ -397,14 +397,14 @@ fn timed_forwards_report_every_stage_and_the_same_result() {
     );
     for t in [&cpu_t, &gpu_t] {
         let names: Vec<&str> = t.entries().iter().map(|(n, _)| *n).collect();
-        for stage in [
-            "embeddings + LayerNorm",
-            "q, k, v projections",
-            "attention",
-            "GELU",
-        ] {
+        for stage in ["embeddings + LayerNorm", "q, k, v projections", "attention"] {
             assert!(names.contains(&stage), "{stage} missing from {names:?}");
         }
+        // Its own stage on the CPU, fused into the intermediate dense on the GPU.
+        assert!(
+            names.iter().any(|n| n.contains("GELU")),
+            "GELU missing from {names:?}"
+        );
         assert!(t.total() > 0.0 && t.entries().iter().all(|(_, s)| *s >= 0.0));
     }
 }

@@ -35,7 +35,14 @@ const SPECS: &[&KernelSpec] = &[
     &decode_subgroup::SPEC_VEC4_F16,
     &COMBINE_SPEC,
     &cast::SPEC,
-    &linear::SPEC,
+    &linear::TILED_SPECS[0],
+    &linear::TILED_SPECS[1],
+    &linear::TILED_SPECS[2],
+    &linear::TILED_SPECS[3],
+    &linear::LANES_SPECS[0],
+    &linear::LANES_SPECS[1],
+    &linear::LANES_SPECS[2],
+    &linear::LANES_SPECS[3],
 ];
 
 fn parse(name: &str, source: &str) -> Module {
@@ -265,11 +272,11 @@ fn uniform_structs_match_their_rust_types() {
     );
     lin.extend(array_fields(offset_of!(LinearParams, input), &input));
     lin.extend(array_fields(offset_of!(LinearParams, output), &output));
-    lin.extend(array_fields(
-        offset_of!(LinearParams, _pad),
-        &["_pad0", "_pad1"],
-    ));
-    check_struct(source::LINEAR, "Linear", size_of::<LinearParams>(), &lin);
+    lin.extend(fields!(LinearParams; flags, _pad0));
+    // Every dense-layer source concatenates the same prelude: one of each kernel.
+    for src in [source::MATMUL_TILED, source::MATMUL_LANES_SCALAR_F16] {
+        check_struct(src, "Linear", size_of::<LinearParams>(), &lin);
+    }
 }
 
 /// The value of the WGSL `const` (or the default of the `override`) `name`.
@@ -293,6 +300,44 @@ fn wgsl_u32(kernel: &str, source: &str, name: &str) -> u64 {
         naga::Expression::Literal(Literal::AbstractInt(v)) => v as u64,
         ref other => panic!("{kernel}: {name} is not a u32 literal: {other:?}"),
     }
+}
+
+/// Every override constant a dense-layer shape sets is declared by its kernel, with a
+/// default inside the range the shapes use.
+#[test]
+fn linear_shapes_set_declared_overrides() {
+    use crate::gpu::kernels::linear::LinearShape;
+    let mut shapes = vec![LinearShape::Tiled];
+    for row_groups in 1..=4 {
+        for col_sets in 1..=2 {
+            shapes.push(LinearShape::Lanes {
+                row_groups,
+                col_sets,
+            });
+        }
+    }
+    for shape in shapes {
+        let spec = shape.spec(crate::gpu::kernels::elem::Elem::F32, true);
+        let module = parse(spec.name, spec.source);
+        for (name, _) in shape.constants() {
+            assert!(
+                module
+                    .overrides
+                    .iter()
+                    .any(|(_, o)| o.name.as_deref() == Some(name)),
+                "{}: no override {name}",
+                spec.name
+            );
+        }
+    }
+    assert_eq!(
+        wgsl_u32("matmul_lanes", source::MATMUL_LANES, "ROW_GROUPS"),
+        2
+    );
+    assert_eq!(
+        wgsl_u32("matmul_lanes", source::MATMUL_LANES, "COL_SETS"),
+        1
+    );
 }
 
 #[test]
@@ -333,7 +378,30 @@ fn shared_constants_match() {
         ),
         ("qk", source::QK, "TILE", qk::TILE),
         ("pv", source::PV, "TILE", pv::TILE),
-        ("linear", source::LINEAR, "T", linear::TILE),
+        (
+            "matmul_tiled",
+            source::MATMUL_TILED,
+            "TS",
+            linear::TILED_TILE,
+        ),
+        (
+            "matmul_lanes",
+            source::MATMUL_LANES,
+            "SG",
+            linear::LANES_SG.into(),
+        ),
+        (
+            "matmul_lanes",
+            source::MATMUL_LANES,
+            "LINEAR_RESIDUAL",
+            linear::FLAG_RESIDUAL.into(),
+        ),
+        (
+            "matmul_tiled",
+            source::MATMUL_TILED,
+            "LINEAR_GELU",
+            linear::FLAG_GELU.into(),
+        ),
         ("to_f16", source::TO_F16, "WG", CAST_WG),
         ("qk", source::QK, "FLAG_CAUSAL", FLAG_CAUSAL.into()),
         ("qk", source::QK, "FLAG_KV_LENS", FLAG_KV_LENS.into()),

@@ -107,8 +107,62 @@ pub(crate) const COMBINE: &str = concat!(
 
 pub(crate) const TO_F16: &str = include_str!("../../../shaders/kernels/to_f16.wgsl");
 
-/// The dense layer of the multi-head attention module (projections in and out).
-pub(crate) const LINEAR: &str = include_str!("../../../shaders/kernels/linear.wgsl");
+/// A dense-layer kernel (`y = x Wᵀ + b` and its epilogues, every projection of the
+/// models and of `mha`): W's storage type (`elem`), the shared parameters, layouts and
+/// epilogue (`matmul.wgsl`), how x and W are read (`matmul_vec4.wgsl` four elements at
+/// a time, `matmul_scalar.wgsl` for any width), then the kernel. The lanes kernel uses
+/// subgroup operations and starts with `subgroups.wgsl`.
+macro_rules! matmul_source {
+    ($elem:literal, $load:literal, $kernel:literal) => {
+        concat!(
+            include_str!("../../../shaders/prelude/subgroups.wgsl"),
+            include_str!($elem),
+            include_str!("../../../shaders/prelude/matmul.wgsl"),
+            include_str!($load),
+            include_str!($kernel)
+        )
+    };
+}
+
+macro_rules! matmul_sources {
+    ($kernel:literal, $f32:ident, $f32_scalar:ident, $f16:ident, $f16_scalar:ident) => {
+        pub(crate) const $f32: &str = matmul_source!(
+            "../../../shaders/prelude/elem_f32.wgsl",
+            "../../../shaders/prelude/matmul_vec4.wgsl",
+            $kernel
+        );
+        pub(crate) const $f32_scalar: &str = matmul_source!(
+            "../../../shaders/prelude/elem_f32.wgsl",
+            "../../../shaders/prelude/matmul_scalar.wgsl",
+            $kernel
+        );
+        pub(crate) const $f16: &str = matmul_source!(
+            "../../../shaders/prelude/elem_f16.wgsl",
+            "../../../shaders/prelude/matmul_vec4.wgsl",
+            $kernel
+        );
+        pub(crate) const $f16_scalar: &str = matmul_source!(
+            "../../../shaders/prelude/elem_f16.wgsl",
+            "../../../shaders/prelude/matmul_scalar.wgsl",
+            $kernel
+        );
+    };
+}
+
+matmul_sources!(
+    "../../../shaders/kernels/matmul_tiled.wgsl",
+    MATMUL_TILED,
+    MATMUL_TILED_SCALAR,
+    MATMUL_TILED_F16,
+    MATMUL_TILED_SCALAR_F16
+);
+matmul_sources!(
+    "../../../shaders/kernels/matmul_lanes.wgsl",
+    MATMUL_LANES,
+    MATMUL_LANES_SCALAR,
+    MATMUL_LANES_F16,
+    MATMUL_LANES_SCALAR_F16
+);
 
 /// Every kernel's full source with its name, for validation without a GPU. The f16
 /// variants need naga's `SHADER_FLOAT16` capability (the adapter's `shader-f16`), the
@@ -129,5 +183,12 @@ pub const ALL: &[(&str, &str)] = &[
     ("decode_subgroup_vec4_f16", DECODE_SUBGROUP_VEC4_F16),
     ("combine", COMBINE),
     ("to_f16", TO_F16),
-    ("linear", LINEAR),
+    ("matmul_tiled", MATMUL_TILED),
+    ("matmul_tiled_scalar", MATMUL_TILED_SCALAR),
+    ("matmul_tiled_f16", MATMUL_TILED_F16),
+    ("matmul_tiled_scalar_f16", MATMUL_TILED_SCALAR_F16),
+    ("matmul_lanes", MATMUL_LANES),
+    ("matmul_lanes_scalar", MATMUL_LANES_SCALAR),
+    ("matmul_lanes_f16", MATMUL_LANES_F16),
+    ("matmul_lanes_scalar_f16", MATMUL_LANES_SCALAR_F16),
 ];

@@ -1,19 +1,20 @@
-//! The encoder on the GPU: the model kernels (embedding gather, residual + LayerNorm,
-//! GELU), the crate's dense-layer kernel for every projection, and the crate's own
-//! attention path for the self-attention of each layer. Everything stays on the device;
-//! the last hidden state and the attention probabilities come back in one readback.
+//! The encoder on the GPU: the model kernels (embedding gather, residual + LayerNorm),
+//! the crate's dense-layer kernel for every projection (GELU fused into the intermediate
+//! one), and the crate's own attention, prepared once per pass and recorded for each
+//! layer. The whole pass is one command encoder and one submission; the last hidden
+//! state and the attention probabilities come back in one readback.
 
 use ndarray::{Array2, Array4};
 
 use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
-    read_tensors, submit, upload_ids, wait_idle, AddNorm, AddNormKernel, Embed, EmbedKernel,
-    GeluKernel, HeadLayout, Linear, LinearKernel,
+    read_tensors, submit, upload_ids, vec4_reads, wait_idle, AddNorm, AddNormKernel, Elem, Embed,
+    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
 use crate::model::stages::Clock;
 use crate::model::ModelError;
-use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
+use crate::{AttentionBuffers, AttentionOptions, GpuContext, GpuTensor, PreparedAttention};
 
 pub(crate) struct DenseGpu {
     w: GpuTensor,
@@ -133,16 +134,28 @@ struct Kernels {
     embed: EmbedKernel,
     add_norm: AddNormKernel,
     linear: LinearKernel,
-    gelu: GeluKernel,
 }
 
 impl Kernels {
-    async fn prepare(ctx: &GpuContext) -> Result<Self, ModelError> {
+    async fn prepare(ctx: &GpuContext, c: &BertConfig) -> Result<Self, ModelError> {
+        // The dense layers read rows of hidden_size and intermediate_size and heads of
+        // head_dim: four at a time where all three allow (MiniLM), else also one at a time.
+        let widths = [c.hidden_size, c.intermediate_size, c.head_dim()];
+        let vec4 = widths
+            .iter()
+            .all(|&w| vec4_reads(HeadLayout::rows(1, w as u32), w));
+        let needs: Vec<LinearNeed> = [true, false]
+            .into_iter()
+            .filter(|&v| v || !vec4)
+            .map(|vec4| LinearNeed {
+                elem: Elem::F32,
+                vec4,
+            })
+            .collect();
         Ok(Self {
             embed: EmbedKernel::prepare(ctx).await?,
             add_norm: AddNormKernel::prepare(ctx).await?,
-            linear: LinearKernel::prepare(ctx).await?,
-            gelu: GeluKernel::prepare(ctx).await?,
+            linear: LinearKernel::prepare_for(ctx, &needs).await?,
         })
     }
 }
@@ -185,8 +198,14 @@ pub(crate) async fn forward(
         c.num_attention_heads,
         c.head_dim(),
     );
-    let k = Kernels::prepare(ctx).await?;
+    let k = Kernels::prepare(ctx, c).await?;
     let s = Scratch::new(ctx, c, l)?;
+    let opts = AttentionOptions {
+        return_weights: attention,
+        ..Default::default()
+    };
+    let qkv_shape = [1, heads, l, dim];
+    let attend = PreparedAttention::new(ctx, &qkv_shape, &qkv_shape, &qkv_shape, &opts).await?;
     let probs = if attention {
         (0..w.layers.len())
             .map(|_| GpuTensor::empty(ctx, &[1, heads, l, l]))
@@ -237,28 +256,19 @@ pub(crate) async fn forward(
             };
             k.linear.record(ctx, &mut encoder, &call)?;
         }
-        submit(ctx, encoder, "embedding and projecting q, k and v").await?;
-        if let Some(clock) = clock.as_deref_mut() {
-            wait_idle(ctx)?;
-            clock.lap("q, k, v projections");
-        }
+        lap(ctx, &mut encoder, &mut clock, "q, k, v projections").await?;
 
-        let opts = AttentionOptions {
-            return_weights: attention,
-            ..Default::default()
-        };
-        let outputs = GpuOutputs {
-            out: s.heads_out.clone(),
-            weights: probs.get(n).cloned(),
+        let buffers = AttentionBuffers {
+            q: s.q.buffer(),
+            k: s.k.buffer(),
+            v: s.v.buffer(),
+            out: s.heads_out.buffer(),
+            weights: probs.get(n).map(GpuTensor::buffer),
             lse: None,
         };
-        attention_gpu_into_async(ctx, &s.q, &s.k, &s.v, &opts, &outputs).await?;
-        if let Some(clock) = clock.as_deref_mut() {
-            wait_idle(ctx)?;
-            clock.lap("attention");
-        }
+        attend.record(ctx, &mut encoder, &buffers)?;
+        lap(ctx, &mut encoder, &mut clock, "attention").await?;
 
-        encoder = ctx.device().create_command_encoder(&Default::default());
         let merge = Linear {
             x: ("attention", &s.heads_out, split),
             w: ("w", &layer.attn_out.w),
@@ -284,6 +294,7 @@ pub(crate) async fn forward(
             "output projection + residual + LayerNorm",
         )
         .await?;
+        // GELU fused into the store of the intermediate dense.
         let up = Linear {
             x: ("x", &s.mid, rows(h)),
             w: ("w", &layer.intermediate.w),
@@ -291,11 +302,13 @@ pub(crate) async fn forward(
             y: ("intermediate", &s.inter, rows(c.intermediate_size)),
             rows: l,
         };
-        k.linear.record(ctx, &mut encoder, &up)?;
-        lap(ctx, &mut encoder, &mut clock, "intermediate dense").await?;
-        k.gelu
-            .record(ctx, &mut encoder, &s.inter, l * c.intermediate_size)?;
-        lap(ctx, &mut encoder, &mut clock, "GELU").await?;
+        let gelu = Epilogue {
+            gelu: true,
+            residual: None,
+        };
+        let w_up = ("w", WeightsRef::F32(&layer.intermediate.w));
+        k.linear.record_with(ctx, &mut encoder, &up, w_up, gelu)?;
+        lap(ctx, &mut encoder, &mut clock, "intermediate dense + GELU").await?;
         let down = Linear {
             x: ("intermediate", &s.inter, rows(c.intermediate_size)),
             w: ("w", &layer.output.w),

@@ -11,7 +11,10 @@ use crate::gpu::device::scopes::ErrorScopes;
 use crate::{GpuContext, GpuTensor};
 
 pub(crate) use crate::gpu::kernels::dispatch::range;
-pub(crate) use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
+pub(crate) use crate::gpu::kernels::elem::Elem;
+pub(crate) use crate::gpu::kernels::linear::{
+    vec4_reads, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
+};
 pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::{dispatch, pipelines};
 

@@ -12,9 +12,9 @@ mod source;
 
 pub(crate) use add_norm::{AddNorm, AddNormKernel};
 pub(crate) use embed::{Embed, EmbedKernel};
-pub(crate) use gelu::GeluKernel;
 pub(crate) use glue::{
-    read_tensors, submit, upload_ids, wait_idle, HeadLayout, Linear, LinearKernel,
+    read_tensors, submit, upload_ids, vec4_reads, wait_idle, Elem, Epilogue, HeadLayout, Linear,
+    LinearKernel, LinearNeed, WeightsRef,
 };
 pub use source::MODEL_SHADER_SOURCES;
 
