@@ -7,6 +7,7 @@
 //! `cargo test --release --test it -- --ignored model_llama::real::`.
 
 mod gguf_writer;
+mod quants;
 mod real;
 mod tiny;
 mod tiny_model;

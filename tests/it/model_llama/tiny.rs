@@ -344,12 +344,12 @@ fn an_unsupported_tensor_type_names_the_tensor_and_type() {
         .iter_mut()
         .find(|t| t.name == "blk.1.ffn_up.weight")
         .expect("tensor");
-    t.ty = 12; // Q4_K
+    t.ty = 13; // Q5_K
     let bytes = write(&llama_meta(&TINY, &tiny_tokenizer_spec()), &tensors);
     match LlamaModel::from_gguf_bytes(&bytes) {
         Err(ModelError::Unsupported(msg)) => {
             assert!(
-                msg.contains("blk.1.ffn_up.weight") && msg.contains("Q4_K"),
+                msg.contains("blk.1.ffn_up.weight") && msg.contains("Q5_K"),
                 "{msg}"
             );
         }
