@@ -7,7 +7,9 @@
 //! `cargo test --release --test it -- --ignored model_llama::real::`.
 
 mod gguf_writer;
+mod quant_gpu;
 mod quants;
 mod real;
 mod tiny;
 mod tiny_model;
+mod tiny_quant;
