@@ -148,7 +148,7 @@ fn quantized_embedding_rows_are_the_dequantized_rows() {
             let row = &got[r * k..(r + 1) * k];
             // A driver may fuse `d * q + m` into one rounding: a few ulps of the row.
             let bound = 4.0 * f32::EPSILON * want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            if let Some(i) = (0..k).find(|&i| !((row[i] - want[i]).abs() <= bound)) {
+            if let Some(i) = (0..k).find(|&i| row[i].is_nan() || (row[i] - want[i]).abs() > bound) {
                 panic!(
                     "{}: row {r} (id {id}) element {i} is {}, expected {}",
                     ty.name(),
