@@ -49,7 +49,7 @@ fn main() {
     let path = resolve_model_path("smollm2").expect("run scripts/fetch-models.sh first");
     let t = Instant::now();
     let model = LlamaModel::load(&path).expect("load");
-    println!("load + dequantize: {:.2} s", t.elapsed().as_secs_f64());
+    println!("load: {:.2} s", t.elapsed().as_secs_f64());
     let prompt: Vec<u32> = model
         .tokenize(PROMPT)
         .expect("tokenize")
@@ -61,6 +61,13 @@ fn main() {
     let t = Instant::now();
     let gpu = model.upload(&ctx).expect("upload");
     println!("upload: {:.2} s", t.elapsed().as_secs_f64());
+    let (device, file) = (gpu.weight_bytes(), model.tensors().bytes());
+    println!(
+        "weights on the device: {:.1} MB for {:.1} MB of tensors in the file ({:.3}x)",
+        device as f64 / 1e6,
+        file as f64 / 1e6,
+        device as f64 / file as f64
+    );
     if std::env::var("LLAMA_BENCH_PROFILE").is_ok() {
         for l in [5, 5, 6, 6, 1, 1, 16, 16] {
             let ids = vec![504u32; l];
@@ -101,6 +108,12 @@ fn main() {
     );
 
     let n = env("LLAMA_BENCH_CPU_TOKENS", 16);
+    let t = Instant::now();
+    model.weights();
+    println!(
+        "dequantize for the CPU path: {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
     let gen = |use_cache| {
         model
             .generate_cpu(&prompt, &opts(n, use_cache), &mut |_| {})

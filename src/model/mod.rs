@@ -21,9 +21,9 @@ pub use error::ModelError;
 pub use family::{Model, ModelGpu};
 pub use files::sha256_hex;
 pub use locate::{model_cache_dir, resolve_model_path};
-#[doc(hidden)]
-pub use ops::model_kernel_layouts;
 pub use ops::MODEL_SHADER_SOURCES;
+#[doc(hidden)]
+pub use ops::{model_kernel_layouts, quant_embed_probe, quant_matmul_probe};
 pub use stages::StageTimes;
 pub use tokens::{words, Token, Word, CONTINUATION_MARK, NEWLINE_MARK, SPACE_MARK, TAB_MARK};
 pub use types::{ForwardOutput, GenerateOptions, GenerateStats, ModelInfo, Sampling};

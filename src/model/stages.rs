@@ -28,24 +28,39 @@ impl StageTimes {
     }
 }
 
-/// A stopwatch that charges the time since its last lap to a stage. Timing needs a
-/// clock, which wasm32 in the browser lacks here: there every lap is free and records
-/// nothing.
+/// The models' one clock: a stopwatch that charges the time since its last lap to a
+/// stage, and reads the time since it started (generation statistics). Timing needs a
+/// clock, which wasm32 in the browser lacks here (`std::time::Instant` panics there):
+/// there every lap is free and records nothing, and every reading is 0.
 pub(crate) struct Clock {
     // Read by the native-only timed forward passes.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     pub times: StageTimes,
     #[cfg(not(target_arch = "wasm32"))]
+    start: std::time::Instant,
+    #[cfg(not(target_arch = "wasm32"))]
     last: std::time::Instant,
 }
 
 impl Clock {
-    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn start() -> Self {
+        #[cfg(not(target_arch = "wasm32"))]
+        let now = std::time::Instant::now();
         Self {
             times: StageTimes::default(),
-            last: std::time::Instant::now(),
+            #[cfg(not(target_arch = "wasm32"))]
+            start: now,
+            #[cfg(not(target_arch = "wasm32"))]
+            last: now,
         }
+    }
+
+    /// Seconds since the clock started (0 on wasm32).
+    pub(crate) fn seconds(&self) -> f64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.start.elapsed().as_secs_f64();
+        #[cfg(target_arch = "wasm32")]
+        0.0
     }
 
     /// Charges the time since the last lap to `stage`.

@@ -98,8 +98,11 @@ pub struct GgmlType(pub u32);
 impl GgmlType {
     pub const F32: Self = Self(0);
     pub const F16: Self = Self(1);
+    pub const Q4_0: Self = Self(2);
     pub const Q4_1: Self = Self(3);
     pub const Q8_0: Self = Self(8);
+    pub const Q4_K: Self = Self(12);
+    pub const Q6_K: Self = Self(14);
 
     /// ggml's name of the type (`Q4_1`), or `type N` for one this reader does not know.
     pub fn name(self) -> String {
@@ -119,8 +122,11 @@ impl GgmlType {
         match self {
             Self::F32 => Some((1, 4)),
             Self::F16 => Some((1, 2)),
+            Self::Q4_0 => Some((32, 18)),
             Self::Q4_1 => Some((32, 20)),
             Self::Q8_0 => Some((32, 34)),
+            Self::Q4_K => Some((256, 144)),
+            Self::Q6_K => Some((256, 210)),
             _ => None,
         }
     }
@@ -408,9 +414,10 @@ pub fn tensor_bytes(t: &TensorInfo) -> Result<u64, ModelError> {
 
 fn unsupported(t: &TensorInfo) -> ModelError {
     ModelError::Unsupported(format!(
-        "tensor {} has type {}; this crate reads F32, F16, Q4_1 and Q8_0",
+        "tensor {} has type {}; this crate reads {}",
         t.name,
-        t.ty.name()
+        t.ty.name(),
+        crate::model::llama::quant::SUPPORTED
     ))
 }
 
@@ -447,7 +454,7 @@ impl<'a> Gguf<'a> {
     ///
     /// # Errors
     /// [`ModelError::Unsupported`] naming the tensor and its type for a type other than
-    /// F32, F16, Q4_1 and Q8_0; as [`Gguf::tensor_data`] otherwise.
+    /// those of [`crate::model::llama::quant::SUPPORTED`]; as [`Gguf::tensor_data`] otherwise.
     pub fn dequantize(&self, t: &TensorInfo) -> Result<Vec<f32>, ModelError> {
         let bytes = self.tensor_data(t)?;
         Ok(crate::model::llama::quant::dequantize(t.ty, bytes))

@@ -1,13 +1,13 @@
 //! A llama-family causal decoder from a GGUF file (SmolLM2-135M-Instruct and its kin):
 //! RMSNorm, grouped-query attention with RoPE, SwiGLU, optionally tied embeddings.
 //!
-//! [`LlamaModel`] holds the dequantized weights (f32) and the tokenizer the file
+//! [`LlamaModel`] holds the tensors as the file stores them and the tokenizer it
 //! describes; [`LlamaModel::forward_cpu`] and [`LlamaModel::generate_cpu`] run in
-//! float64, [`LlamaGpu`] runs the same model on the crate's kernels. A model can also be
+//! float64 on weights dequantized to f32 when first needed, [`LlamaGpu`] runs the same
+//! model on the crate's kernels with the weights kept in their GGUF blocks on the device. A model can also be
 //! built from in-memory parts ([`LlamaModel::from_parts`]) or GGUF bytes
 //! ([`LlamaModel::from_gguf_bytes`]), which is how the tests make tiny random ones.
 
-mod clock;
 mod cpu;
 pub mod gguf;
 mod gpu;
@@ -18,6 +18,7 @@ pub mod tokenizer;
 pub mod weights;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use ndarray::{Array1, Array2, Array4};
 use sha2::{Digest, Sha256};
@@ -25,19 +26,21 @@ use sha2::{Digest, Sha256};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
-pub use gpu::{LlamaGpu, SOURCES as SHADER_SOURCES};
+pub use gpu::LlamaGpu;
 pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
-pub use weights::{LayerWeights, LlamaConfig, LlamaWeights};
+pub use weights::{LayerTensors, LayerWeights, LlamaConfig, LlamaTensors, LlamaWeights, RawTensor};
 
-use clock::Clock;
+use crate::model::stages::Clock;
 use cpu::CpuCache;
 use sample::Sampler;
 
-/// The model's weights and tokenizer in host memory.
+/// The model's tensors and tokenizer in host memory.
 #[derive(Debug, Clone)]
 pub struct LlamaModel {
     config: LlamaConfig,
-    weights: LlamaWeights,
+    tensors: LlamaTensors,
+    /// The tensors dequantized, made on the first CPU pass (the GPU path never needs them).
+    weights: OnceLock<LlamaWeights>,
     tokenizer: LlamaTokenizer,
     files: Vec<(String, String)>,
 }
@@ -69,14 +72,15 @@ impl LlamaModel {
     /// # Errors
     /// [`ModelError::Format`] for a malformed file, a missing key or tensor, or a tensor
     /// of the wrong shape; [`ModelError::Unsupported`] for another architecture or
-    /// tokenizer, or a tensor type other than F32, F16, Q4_1 and Q8_0 (naming the tensor).
+    /// tokenizer, or a tensor type other than those of [`quant::SUPPORTED`] (naming the
+    /// tensor).
     pub fn from_gguf_bytes(bytes: &[u8]) -> Result<Self, ModelError> {
         let g = gguf::parse(bytes)?;
         let config = LlamaConfig::from_gguf(&g)?;
         let spec = TokenizerSpec::from_gguf(&g)?;
         let tokenizer = LlamaTokenizer::new(&spec)?;
-        let weights = LlamaWeights::from_gguf(&g, &config)?;
-        let mut model = Self::from_parts(config, weights, tokenizer)?;
+        let tensors = LlamaTensors::from_gguf(&g, &config)?;
+        let mut model = Self::assemble(config, tensors, OnceLock::new(), tokenizer)?;
         model.files = vec![("<memory>".into(), sha256_hex(bytes))];
         Ok(model)
     }
@@ -93,6 +97,17 @@ impl LlamaModel {
     ) -> Result<Self, ModelError> {
         config.check()?;
         weights.check(&config)?;
+        let tensors = LlamaTensors::from_weights(&weights);
+        Self::assemble(config, tensors, OnceLock::from(weights), tokenizer)
+    }
+
+    fn assemble(
+        config: LlamaConfig,
+        tensors: LlamaTensors,
+        weights: OnceLock<LlamaWeights>,
+        tokenizer: LlamaTokenizer,
+    ) -> Result<Self, ModelError> {
+        config.check()?;
         if tokenizer.vocab_size() != config.vocab {
             return Err(ModelError::format(
                 "llama tokenizer",
@@ -105,6 +120,7 @@ impl LlamaModel {
         }
         Ok(Self {
             config,
+            tensors,
             weights,
             tokenizer,
             files: Vec::new(),
@@ -116,9 +132,14 @@ impl LlamaModel {
         &self.config
     }
 
-    /// The weights.
+    /// The weights dequantized to f32 (made on the first call).
     pub fn weights(&self) -> &LlamaWeights {
-        &self.weights
+        self.weights.get_or_init(|| self.tensors.dequantize())
+    }
+
+    /// The tensors as the file stores them.
+    pub fn tensors(&self) -> &LlamaTensors {
+        &self.tensors
     }
 
     /// The end-of-sequence token, when the file names one.
@@ -174,7 +195,7 @@ impl LlamaModel {
         let l = ids.len();
         let out = cpu::pass(
             c,
-            &self.weights,
+            self.weights(),
             ids,
             &mut CpuCache::new(c.layers),
             attention,
@@ -215,10 +236,10 @@ impl LlamaModel {
         let mut next_input: Vec<u32> = prompt.to_vec();
         while !run.done() {
             let logits = if opts.use_cache {
-                cpu::pass(c, &self.weights, &next_input, &mut cache, false).logits
+                cpu::pass(c, self.weights(), &next_input, &mut cache, false).logits
             } else {
                 let seq = run.sequence();
-                cpu::pass(c, &self.weights, &seq, &mut CpuCache::new(c.layers), false).logits
+                cpu::pass(c, self.weights(), &seq, &mut CpuCache::new(c.layers), false).logits
             };
             let logits: Vec<f32> = logits.into_iter().map(|x| x as f32).collect();
             match run.accept(&logits, on_token) {

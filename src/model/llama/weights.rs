@@ -1,12 +1,15 @@
-//! The model's hyper-parameters and its weights in host memory (f32, dequantized), read
-//! from a GGUF file by the names llama.cpp gives them.
+//! The model's hyper-parameters and its weights in host memory, read from a GGUF file by
+//! the names llama.cpp gives them: as stored ([`LlamaTensors`], what the GPU path uploads
+//! and decodes block by block) and dequantized to f32 ([`LlamaWeights`], what the CPU
+//! path reads, made from the stored tensors when first asked for).
 //!
 //! Every matrix is row-major `(out, in)`: GGUF lists dimensions innermost first, so a
 //! tensor of dims `[in, out]` is `out` rows of `in` values, the layout `y = x Wᵀ` wants.
 //! The q and k rows keep llama.cpp's order, which pairs adjacent elements of each head
 //! for RoPE (see `rope.rs`).
 
-use crate::model::llama::gguf::{Gguf, Value};
+use crate::model::llama::gguf::{GgmlType, Gguf, Value};
+use crate::model::llama::quant;
 use crate::model::ModelError;
 
 /// The hyper-parameters of a llama-family model.
@@ -190,11 +193,199 @@ impl LlamaConfig {
     }
 }
 
-/// Reads one tensor, checking its dims (innermost first) against `want`.
-fn tensor(g: &Gguf<'_>, name: &str, want: &[usize]) -> Result<Vec<f32>, ModelError> {
+/// One tensor as the file stores it: `rows` rows of `cols` elements of type `ty`
+/// (row-major, GGUF's innermost dimension being `cols`), in `bytes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawTensor {
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes: Vec<u8>,
+}
+
+impl RawTensor {
+    /// An F32 tensor of `values`, `rows` rows.
+    pub fn from_f32(rows: usize, values: &[f32]) -> Self {
+        Self {
+            ty: GgmlType::F32,
+            rows,
+            cols: values.len().checked_div(rows).unwrap_or(0),
+            bytes: bytemuck::cast_slice(values).to_vec(),
+        }
+    }
+
+    /// The values as f32, dequantized as ggml defines the type.
+    pub fn dequantize(&self) -> Vec<f32> {
+        quant::dequantize(self.ty, &self.bytes)
+    }
+}
+
+/// One decoder layer's tensors as stored; the shapes of [`LayerWeights`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerTensors {
+    pub attn_norm: RawTensor,
+    pub wq: RawTensor,
+    pub wk: RawTensor,
+    pub wv: RawTensor,
+    pub wo: RawTensor,
+    pub ffn_norm: RawTensor,
+    pub gate: RawTensor,
+    pub up: RawTensor,
+    pub down: RawTensor,
+}
+
+/// Every tensor as stored; the shapes of [`LlamaWeights`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaTensors {
+    pub embed: RawTensor,
+    pub layers: Vec<LayerTensors>,
+    pub out_norm: RawTensor,
+    pub lm_head: Option<RawTensor>,
+}
+
+impl LlamaTensors {
+    /// Reads every tensor of a model of `c`'s sizes, checking each one's dims and type.
+    ///
+    /// # Errors
+    /// [`ModelError::Format`] for a missing tensor or one of the wrong shape;
+    /// [`ModelError::Unsupported`] naming a tensor of a type this crate does not read.
+    pub fn from_gguf(g: &Gguf<'_>, c: &LlamaConfig) -> Result<Self, ModelError> {
+        let (h, q, kv, f) = (c.hidden, c.q_width(), c.kv_width(), c.intermediate);
+        let mut layers = Vec::with_capacity(c.layers);
+        for i in 0..c.layers {
+            let t = |suffix: &str, dims: &[usize]| raw(g, &format!("blk.{i}.{suffix}"), dims);
+            layers.push(LayerTensors {
+                attn_norm: t("attn_norm.weight", &[h])?,
+                wq: t("attn_q.weight", &[h, q])?,
+                wk: t("attn_k.weight", &[h, kv])?,
+                wv: t("attn_v.weight", &[h, kv])?,
+                wo: t("attn_output.weight", &[q, h])?,
+                ffn_norm: t("ffn_norm.weight", &[h])?,
+                gate: t("ffn_gate.weight", &[h, f])?,
+                up: t("ffn_up.weight", &[h, f])?,
+                down: t("ffn_down.weight", &[f, h])?,
+            });
+        }
+        Ok(Self {
+            embed: raw(g, "token_embd.weight", &[h, c.vocab])?,
+            layers,
+            out_norm: raw(g, "output_norm.weight", &[h])?,
+            lm_head: match g.tensor("output.weight") {
+                None => None,
+                Some(_) => Some(raw(g, "output.weight", &[h, c.vocab])?),
+            },
+        })
+    }
+
+    /// F32 tensors of `w` (a model built from parts).
+    pub fn from_weights(w: &LlamaWeights) -> Self {
+        let vec = |v: &[f32]| RawTensor::from_f32(1, v);
+        let mat =
+            |v: &[f32], cols: usize| RawTensor::from_f32(v.len().checked_div(cols).unwrap_or(0), v);
+        let h = w.out_norm.len();
+        Self {
+            embed: mat(&w.embed, h),
+            layers: w
+                .layers
+                .iter()
+                .map(|l| {
+                    let q = l.wo.len().checked_div(h).unwrap_or(0);
+                    let f = l.down.len().checked_div(h).unwrap_or(0);
+                    LayerTensors {
+                        attn_norm: vec(&l.attn_norm),
+                        wq: mat(&l.wq, h),
+                        wk: mat(&l.wk, h),
+                        wv: mat(&l.wv, h),
+                        wo: mat(&l.wo, q),
+                        ffn_norm: vec(&l.ffn_norm),
+                        gate: mat(&l.gate, h),
+                        up: mat(&l.up, h),
+                        down: mat(&l.down, f),
+                    }
+                })
+                .collect(),
+            out_norm: vec(&w.out_norm),
+            lm_head: w.lm_head.as_ref().map(|o| mat(o, h)),
+        }
+    }
+
+    /// Every tensor dequantized to f32.
+    pub fn dequantize(&self) -> LlamaWeights {
+        LlamaWeights {
+            embed: self.embed.dequantize(),
+            layers: self
+                .layers
+                .iter()
+                .map(|l| LayerWeights {
+                    attn_norm: l.attn_norm.dequantize(),
+                    wq: l.wq.dequantize(),
+                    wk: l.wk.dequantize(),
+                    wv: l.wv.dequantize(),
+                    wo: l.wo.dequantize(),
+                    ffn_norm: l.ffn_norm.dequantize(),
+                    gate: l.gate.dequantize(),
+                    up: l.up.dequantize(),
+                    down: l.down.dequantize(),
+                })
+                .collect(),
+            out_norm: self.out_norm.dequantize(),
+            lm_head: self.lm_head.as_ref().map(RawTensor::dequantize),
+        }
+    }
+
+    /// Bytes of every tensor as stored.
+    pub fn bytes(&self) -> u64 {
+        let layer = |l: &LayerTensors| {
+            [
+                &l.attn_norm,
+                &l.wq,
+                &l.wk,
+                &l.wv,
+                &l.wo,
+                &l.ffn_norm,
+                &l.gate,
+                &l.up,
+                &l.down,
+            ]
+            .iter()
+            .map(|t| t.bytes.len() as u64)
+            .sum::<u64>()
+        };
+        let own = [
+            Some(&self.embed),
+            Some(&self.out_norm),
+            self.lm_head.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|t| t.bytes.len() as u64)
+        .sum::<u64>();
+        own + self.layers.iter().map(layer).sum::<u64>()
+    }
+}
+
+/// Reads one tensor as stored, checking its dims (innermost first) against `want` and
+/// that its bytes are whole blocks of a type this crate reads.
+fn raw(g: &Gguf<'_>, name: &str, want: &[usize]) -> Result<RawTensor, ModelError> {
     let t = g
         .tensor(name)
         .ok_or_else(|| ModelError::format("GGUF", format!("tensor {name} is missing")))?;
+    check_dims(t, name, want)?;
+    let bytes = g.tensor_data(t)?.to_vec();
+    let cols = want.first().copied().unwrap_or(1);
+    Ok(RawTensor {
+        ty: t.ty,
+        rows: want.iter().skip(1).product(),
+        cols,
+        bytes,
+    })
+}
+
+fn check_dims(
+    t: &crate::model::llama::gguf::TensorInfo,
+    name: &str,
+    want: &[usize],
+) -> Result<(), ModelError> {
     let dims: Vec<u64> = want.iter().map(|&d| d as u64).collect();
     // ggml pads a shape with trailing 1s; ignore them.
     let mut got = t.dims.clone();
@@ -207,6 +398,15 @@ fn tensor(g: &Gguf<'_>, name: &str, want: &[usize]) -> Result<Vec<f32>, ModelErr
             format!("tensor {name} has dims {:?}, expected {dims:?}", t.dims),
         ));
     }
+    Ok(())
+}
+
+/// Reads one tensor, checking its dims (innermost first) against `want`.
+fn tensor(g: &Gguf<'_>, name: &str, want: &[usize]) -> Result<Vec<f32>, ModelError> {
+    let t = g
+        .tensor(name)
+        .ok_or_else(|| ModelError::format("GGUF", format!("tensor {name} is missing")))?;
+    check_dims(t, name, want)?;
     g.dequantize(t)
 }
 

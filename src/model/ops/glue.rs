@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::gpu::device::buffers;
-use crate::gpu::device::readback::read_ranges;
-use crate::gpu::device::scopes::ErrorScopes;
+pub(crate) use crate::gpu::device::readback::read_ranges;
+pub(crate) use crate::gpu::device::scopes::ErrorScopes;
 use crate::{GpuContext, GpuTensor};
 
 pub(crate) use crate::gpu::kernels::dispatch::range;
@@ -24,6 +24,56 @@ use crate::gpu::kernels::{dispatch, pipelines};
 /// A device error building the pipeline.
 pub(crate) async fn pipeline(ctx: &GpuContext, spec: &KernelSpec) -> Result<Arc<KernelPipeline>> {
     pipelines::pipeline(ctx, spec, &[]).await
+}
+
+/// The pipeline of `spec` with override constants, built once per context and constants.
+///
+/// # Errors
+/// A device error building the pipeline.
+pub(crate) async fn pipeline_with(
+    ctx: &GpuContext,
+    spec: &KernelSpec,
+    constants: &[(&'static str, f64)],
+) -> Result<Arc<KernelPipeline>> {
+    pipelines::pipeline(ctx, spec, constants).await
+}
+
+/// A read-only storage buffer holding `bytes` verbatim, rounded up to whole words and
+/// followed by one zero word (so a kernel may read the word after any byte it reads).
+///
+/// # Errors
+/// [`crate::AttentionError::TooLarge`] past the device's storage binding limit; a device
+/// error creating it.
+pub(crate) fn upload_words(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+    ctx.check_alive()?;
+    let size = (bytes.len() as u64).next_multiple_of(4) + 4;
+    let limits = ctx.device().limits();
+    let max = limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size);
+    if size > max {
+        return Err(crate::AttentionError::TooLarge {
+            arg: "weights",
+            detail: format!("{label}: {size} bytes exceed the device's {max}-byte storage binding"),
+        });
+    }
+    let scopes = ErrorScopes::push(ctx);
+    let buffer = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size,
+        usage: wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: true,
+    });
+    {
+        let mut view = buffer
+            .get_mapped_range_mut(..)
+            .map_err(|e| ctx.device_error(format!("creating {label}: {e}")))?;
+        // Mapped-at-creation memory starts zeroed, so the padding needs no write.
+        view.slice(..bytes.len()).copy_from_slice(bytes);
+    }
+    buffer.unmap();
+    scopes.pop_now(ctx, label)?;
+    Ok(buffer)
 }
 
 /// A uniform buffer holding one params struct.

@@ -7,6 +7,9 @@
 //! `cargo test --release --test it -- --ignored model_llama::real::`.
 
 pub mod gguf_writer;
+mod quant_gpu;
+mod quants;
 mod real;
 pub mod tiny;
 pub mod tiny_model;
+mod tiny_quant;

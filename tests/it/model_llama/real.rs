@@ -289,3 +289,51 @@ fn gpu_greedy_generation_matches_the_reference_with_and_without_the_cache() {
         .expect("generate");
     assert_eq!(full.generated, greedy8());
 }
+
+fn greedy32() -> Vec<u32> {
+    json("next_capital.json")["greedy32"]
+        .as_array()
+        .expect("greedy32 (regenerate with generate.py)")
+        .iter()
+        .map(|v| v.as_u64().expect("id") as u32)
+        .collect()
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn gpu_greedy_generation_of_32_tokens_with_the_cache_matches_the_reference() {
+    let prompt = ids_of("The capital of France is");
+    let got = pollster::block_on(gpu().generate(ctx(), &prompt, &opts(32, true), &mut |_| {}))
+        .expect("generate");
+    let want = greedy32();
+    assert_eq!(want.len(), 32);
+    let first = got.generated.iter().zip(&want).position(|(a, b)| a != b);
+    assert!(
+        first.is_none() && got.generated.len() == 32,
+        "first difference at token {first:?}: {:?} vs the reference {want:?} ({:?} vs {:?})",
+        got.generated,
+        model().decode(&got.generated).unwrap_or_default(),
+        model().decode(&want).unwrap_or_default()
+    );
+}
+
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn the_weights_stay_quantized_on_the_device() {
+    let bytes = std::fs::read(model_path()).expect("read");
+    let g = gguf::parse(&bytes).expect("parse");
+    let file: u64 = g
+        .tensors
+        .iter()
+        .map(|t| gguf::tensor_bytes(t).expect("size"))
+        .sum();
+    let device = gpu().weight_bytes();
+    eprintln!(
+        "weights on the device: {device} bytes for {file} bytes of tensors in the file ({:.3}x)",
+        device as f64 / file as f64
+    );
+    assert!(
+        device as f64 <= 1.25 * file as f64,
+        "{device} device bytes exceed 1.25 x the file's {file} tensor bytes"
+    );
+}

@@ -1,38 +1,40 @@
-//! The model on the GPU: weights uploaded once as f32 (dequantized on the host), the
-//! forward pass of `pass.rs`, and generation with a KV store on the device, so that each
-//! new token after the prompt is one pass of one token and one readback of its logits.
+//! The model on the GPU: every weight matrix uploaded once as its GGUF blocks (one copy;
+//! a tied embedding table serves both the gather and the logits), the forward pass of
+//! `pass.rs` recorded into one command encoder and submitted once, and generation with a
+//! KV store on the device, so that each new token after the prompt is one submission of
+//! one token's pass and one readback of its logits.
 //!
 //! The crate's [`KvCache`](crate::KvCache) is made for [`MhaGpuWeights`](crate::MhaGpuWeights)
 //! and projects x itself; here RoPE must rotate the keys between the projection and the
 //! store, so [`pass::KvStore`] keeps the same layout (`(1, kv_heads, capacity, D)` per
-//! layer, the linear kernel writing each step's keys at their position) and the same rule
+//! layer, the projection writing each step's keys at their position) and the same rule
 //! (a step attends to the keys stored so far through the per-batch key length).
 
-mod device;
-mod kernels;
 mod pass;
 
 use ndarray::{Array1, Array2, Array4, ArrayViewD, IxDyn};
 
+use crate::model::llama::gguf::GgmlType;
 use crate::model::llama::rope::Rope;
+use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
+use crate::model::ops::{read_ranges, QuantMatrix};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError};
 use crate::{GpuContext, GpuTensor};
 
-pub use kernels::SOURCES;
 use pass::{KvStore, Workspace};
 
 /// One decoder layer's weights on the device.
 pub(crate) struct GpuLayer {
     attn_norm: GpuTensor,
-    wq: GpuTensor,
-    wk: GpuTensor,
-    wv: GpuTensor,
-    wo: GpuTensor,
+    wq: QuantMatrix,
+    wk: QuantMatrix,
+    wv: QuantMatrix,
+    wo: QuantMatrix,
     ffn_norm: GpuTensor,
-    gate: GpuTensor,
-    up: GpuTensor,
-    down: GpuTensor,
+    gate: QuantMatrix,
+    up: QuantMatrix,
+    down: QuantMatrix,
 }
 
 /// The model's weights on one device, ready to run.
@@ -40,18 +42,29 @@ pub struct LlamaGpu {
     config: LlamaConfig,
     eos: Option<u32>,
     /// `(vocab, hidden)`: the embedding table, and the output projection when tied.
-    embed: GpuTensor,
-    lm_head: Option<GpuTensor>,
+    embed: QuantMatrix,
+    lm_head: Option<QuantMatrix>,
     out_norm: GpuTensor,
     layers: Vec<GpuLayer>,
-    /// `(vocab,)` zeros: the linear kernel's bias, and the RMSNorm kernel's stand-in
-    /// for a residual it does not add.
+    /// The RMSNorm kernel's stand-in for a residual it does not add.
     zeros: GpuTensor,
     /// `(context, D/2, 2)` cos and sin.
     rope: GpuTensor,
+    /// Every weight type of the matrices, for preparing the pipelines.
+    types: Vec<GgmlType>,
 }
 
-fn upload(
+/// A vector (a norm's weight) as f32 on the device.
+fn upload_vector(
+    ctx: &GpuContext,
+    arg: &'static str,
+    t: &RawTensor,
+) -> Result<GpuTensor, ModelError> {
+    let data = t.dequantize();
+    upload_f32(ctx, arg, &data, &[data.len()])
+}
+
+fn upload_f32(
     ctx: &GpuContext,
     arg: &'static str,
     data: &[f32],
@@ -62,6 +75,16 @@ fn upload(
     Ok(GpuTensor::upload(ctx, arg, view)?)
 }
 
+fn upload_matrix(ctx: &GpuContext, label: &str, t: &RawTensor) -> Result<QuantMatrix, ModelError> {
+    Ok(QuantMatrix::upload(
+        ctx,
+        label,
+        t.ty,
+        (t.rows, t.cols),
+        &t.bytes,
+    )?)
+}
+
 fn read_error(e: ndarray::ShapeError) -> ModelError {
     ModelError::format("llama gpu readback", e.to_string())
 }
@@ -69,37 +92,63 @@ fn read_error(e: ndarray::ShapeError) -> ModelError {
 impl LlamaGpu {
     pub(crate) fn upload(ctx: &GpuContext, m: &LlamaModel) -> Result<Self, ModelError> {
         let c = *m.config();
-        let w = m.weights();
-        let (h, q, kv, f) = (c.hidden, c.q_width(), c.kv_width(), c.intermediate);
+        let t = m.tensors();
         let mut layers = Vec::with_capacity(c.layers);
-        for l in &w.layers {
+        for (i, l) in t.layers.iter().enumerate() {
+            let name = |s: &str| format!("blk.{i}.{s}");
             layers.push(GpuLayer {
-                attn_norm: upload(ctx, "attn_norm.weight", &l.attn_norm, &[h])?,
-                wq: upload(ctx, "attn_q.weight", &l.wq, &[q, h])?,
-                wk: upload(ctx, "attn_k.weight", &l.wk, &[kv, h])?,
-                wv: upload(ctx, "attn_v.weight", &l.wv, &[kv, h])?,
-                wo: upload(ctx, "attn_output.weight", &l.wo, &[h, q])?,
-                ffn_norm: upload(ctx, "ffn_norm.weight", &l.ffn_norm, &[h])?,
-                gate: upload(ctx, "ffn_gate.weight", &l.gate, &[f, h])?,
-                up: upload(ctx, "ffn_up.weight", &l.up, &[f, h])?,
-                down: upload(ctx, "ffn_down.weight", &l.down, &[h, f])?,
+                attn_norm: upload_vector(ctx, "attn_norm.weight", &l.attn_norm)?,
+                wq: upload_matrix(ctx, &name("attn_q.weight"), &l.wq)?,
+                wk: upload_matrix(ctx, &name("attn_k.weight"), &l.wk)?,
+                wv: upload_matrix(ctx, &name("attn_v.weight"), &l.wv)?,
+                wo: upload_matrix(ctx, &name("attn_output.weight"), &l.wo)?,
+                ffn_norm: upload_vector(ctx, "ffn_norm.weight", &l.ffn_norm)?,
+                gate: upload_matrix(ctx, &name("ffn_gate.weight"), &l.gate)?,
+                up: upload_matrix(ctx, &name("ffn_up.weight"), &l.up)?,
+                down: upload_matrix(ctx, &name("ffn_down.weight"), &l.down)?,
             });
         }
         let table = Rope::new(c.head_dim, c.rope_theta).table(c.context);
+        let embed = upload_matrix(ctx, "token_embd.weight", &t.embed)?;
+        let lm_head = t
+            .lm_head
+            .as_ref()
+            .map(|o| upload_matrix(ctx, "output.weight", o))
+            .transpose()?;
+        let mut types = vec![embed.ty];
+        types.extend(lm_head.iter().map(|w| w.ty));
+        for l in &layers {
+            types.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].map(|w| w.ty));
+        }
+        types.sort_by_key(|t| t.0);
+        types.dedup();
         Ok(Self {
             config: c,
             eos: m.eos(),
-            embed: upload(ctx, "token_embd.weight", &w.embed, &[c.vocab, h])?,
-            lm_head: w
-                .lm_head
-                .as_ref()
-                .map(|o| upload(ctx, "output.weight", o, &[c.vocab, h]))
-                .transpose()?,
-            out_norm: upload(ctx, "output_norm.weight", &w.out_norm, &[h])?,
+            embed,
+            lm_head,
+            out_norm: upload_vector(ctx, "output_norm.weight", &t.out_norm)?,
             layers,
-            zeros: GpuTensor::empty(ctx, &[c.vocab.max(f).max(h).max(q)])?,
-            rope: upload(ctx, "rope", &table, &[c.context, c.head_dim / 2, 2])?,
+            zeros: GpuTensor::empty(ctx, &[c.hidden])?,
+            rope: upload_f32(ctx, "rope", &table, &[c.context, c.head_dim / 2, 2])?,
+            types,
         })
+    }
+
+    /// Device bytes the weights occupy (matrices in their GGUF blocks, norms as f32), the
+    /// RoPE table and scratch excluded; compare with [`crate::model::llama::LlamaTensors::bytes`].
+    pub fn weight_bytes(&self) -> u64 {
+        let norms = |t: &GpuTensor| t.len() as u64 * 4;
+        let mut total = self.embed.device_bytes() + norms(&self.out_norm);
+        total += self.lm_head.as_ref().map_or(0, QuantMatrix::device_bytes);
+        for l in &self.layers {
+            total += norms(&l.attn_norm) + norms(&l.ffn_norm);
+            total += [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
+                .iter()
+                .map(|w| w.device_bytes())
+                .sum::<u64>();
+        }
+        total
     }
 
     /// The hyper-parameters.
@@ -107,8 +156,7 @@ impl LlamaGpu {
         &self.config
     }
 
-    /// The forward pass on the GPU: one submission per layer for the projections and
-    /// one for attention, one readback at the end.
+    /// The forward pass on the GPU: one submission, one readback at the end.
     ///
     /// # Errors
     /// [`ModelError::Input`] for an empty or too long sequence or an id outside the
@@ -142,7 +190,7 @@ impl LlamaGpu {
         for w in weights.iter().flatten() {
             ranges.push((w.buffer(), 0, w.len() as u64 * 4));
         }
-        let mut data = device::read_ranges(ctx, &ranges).await?.into_iter();
+        let mut data = read_ranges(ctx, &ranges).await?.into_iter();
         let logits = Array1::from(data.next().unwrap_or_default());
         let hidden = Array2::from_shape_vec((l, c.hidden), data.next().unwrap_or_default())
             .map_err(read_error)?;
@@ -210,7 +258,7 @@ impl LlamaGpu {
     ) -> Result<Vec<f32>, ModelError> {
         pass::run(ctx, self, ws, kv, ids, None).await?;
         let bytes = self.config.vocab as u64 * 4;
-        let data = device::read_ranges(ctx, &[(ws.logits.buffer(), 0, bytes)]).await?;
+        let data = read_ranges(ctx, &[(ws.logits.buffer(), 0, bytes)]).await?;
         Ok(data.into_iter().next().unwrap_or_default())
     }
 }

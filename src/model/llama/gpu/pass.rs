@@ -1,18 +1,21 @@
-//! One pass of new tokens through the model on the device.
+//! One pass of new tokens through the model on the device, recorded into one command
+//! encoder and submitted once.
 //!
-//! Per layer: the projections go through the crate's linear kernel (keys and values
-//! written straight into the layer's KV store at their positions), RoPE rotates q and the
-//! new keys in place, attention goes through [`attention_gpu_into_async`] on the KV store
-//! itself (query head h reads KV head h / (Hq/Hkv), nothing copied), and the residual
-//! adds ride in the RMSNorm kernel that follows them. A pass over a prompt is causal from
-//! position 0; a pass over one new token attends to every key stored so far through the
-//! per-batch key length, which is the causal rule for its row. Nothing is read back here.
+//! Per layer: the projections go through the quantized matmul (keys and values written
+//! straight into the layer's KV store at their positions), RoPE rotates q and the new keys
+//! in place, attention is recorded from the KV store itself ([`PreparedAttention`]; query
+//! head h reads KV head h / (Hq/Hkv), nothing copied), and the residual adds ride in the
+//! RMSNorm kernel that follows them. A pass over a prompt is causal from position 0; a
+//! pass over one new token attends to every key stored so far through the per-batch key
+//! length, which is the causal rule for its row. Nothing is read back here.
 
-use super::device::{ErrorScopes, HeadLayout, Linear, LinearKernel};
-use super::kernels::{self, LlamaKernels, RopeSpan};
 use super::{GpuLayer, LlamaGpu};
+use crate::model::ops::{
+    ErrorScopes, MergeHeadsKernel, OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel,
+    QuantMatrix, RmsNorm, RmsNormKernel, RopeKernel, RopeSpan, SiluMulKernel,
+};
 use crate::model::ModelError;
-use crate::{attention_gpu_into_async, AttentionOptions, GpuContext, GpuOutputs, GpuTensor};
+use crate::{AttentionBuffers, AttentionOptions, GpuContext, GpuTensor, PreparedAttention};
 
 /// Keys and values of every layer for up to `cap` tokens: `(1, kv_heads, cap, head_dim)`.
 pub(crate) struct KvStore {
@@ -45,6 +48,8 @@ pub(crate) struct Workspace {
     pub xn: GpuTensor,
     q: GpuTensor,
     attn: GpuTensor,
+    /// `(rows, heads * head_dim)`: attention's output as rows, for passes of several rows.
+    merged: GpuTensor,
     proj: GpuTensor,
     gate: GpuTensor,
     up: GpuTensor,
@@ -69,6 +74,7 @@ impl Workspace {
             xn: t(&[rows, c.hidden])?,
             q: t(&[1, c.heads, rows, c.head_dim])?,
             attn: t(&[1, c.heads, rows, c.head_dim])?,
+            merged: t(&[if rows > 1 { rows } else { 1 }, c.q_width()])?,
             proj: t(&[rows, c.hidden])?,
             gate: t(&[rows, c.intermediate])?,
             up: t(&[rows, c.intermediate])?,
@@ -77,56 +83,33 @@ impl Workspace {
     }
 }
 
-fn u32_of(n: usize) -> Result<u32, ModelError> {
-    u32::try_from(n).map_err(|_| ModelError::input("ids", format!("{n} exceeds 32 bits")))
-}
-
-async fn submit(
-    ctx: &GpuContext,
-    encoder: wgpu::CommandEncoder,
-    scopes: ErrorScopes,
-    what: &str,
-) -> Result<(), ModelError> {
-    ctx.queue().submit([encoder.finish()]);
-    scopes.pop(ctx, what).await?;
-    Ok(())
-}
-
-/// The pipelines one pass records with: the llama kernels and the crate's linear kernel.
+/// The pipelines one pass records with.
 struct Kernels {
-    llama: LlamaKernels,
-    linear: LinearKernel,
+    embed: QuantEmbedKernel,
+    matmul: QuantMatmulKernel,
+    norm: RmsNormKernel,
+    rope: RopeKernel,
+    silu_mul: SiluMulKernel,
+    merge: MergeHeadsKernel,
 }
 
 impl Kernels {
-    async fn prepare(ctx: &GpuContext) -> Result<Self, ModelError> {
+    async fn prepare(ctx: &GpuContext, m: &LlamaGpu) -> Result<Self, ModelError> {
         Ok(Self {
-            llama: LlamaKernels::prepare(ctx).await?,
-            linear: LinearKernel::prepare(ctx).await?,
+            embed: QuantEmbedKernel::prepare(ctx, &m.embed).await?,
+            matmul: QuantMatmulKernel::prepare(ctx, &m.types).await?,
+            norm: RmsNormKernel::prepare(ctx).await?,
+            rope: RopeKernel::prepare(ctx).await?,
+            silu_mul: SiluMulKernel::prepare(ctx).await?,
+            merge: MergeHeadsKernel::prepare(ctx).await?,
         })
-    }
-
-    /// Records one projection `y = x Wᵀ`: the few-rows kernel for up to
-    /// [`kernels::FEW_ROWS_MAX`] rows (decoding steps, short prompts, the logits), the
-    /// crate's tiled linear kernel for more.
-    fn project(
-        &self,
-        ctx: &GpuContext,
-        enc: &mut wgpu::CommandEncoder,
-        call: &Linear<'_>,
-    ) -> Result<(), ModelError> {
-        if call.rows <= kernels::FEW_ROWS_MAX {
-            return self.llama.few_rows(ctx, enc, call);
-        }
-        self.linear.record(ctx, enc, call)?;
-        Ok(())
     }
 }
 
 /// Runs `ids` (the tokens at positions `kv.len..`) through the model, appending their
 /// keys and values to `kv`; leaves the final norm's rows in `ws.xn` and the last row's
 /// logits in `ws.logits`. With `weights`, one `(1, heads, rows, kv.cap)` tensor per layer
-/// receives the attention probabilities.
+/// receives the attention probabilities. One submission; nothing is read back.
 pub(crate) async fn run(
     ctx: &GpuContext,
     m: &LlamaGpu,
@@ -144,44 +127,84 @@ pub(crate) async fn run(
         ));
     }
     let (h, hq, hkv, d, f) = (c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate);
-    let (l32, h32, d32) = (u32_of(l)?, u32_of(h)?, u32_of(d)?);
-    let rows = HeadLayout::rows(l32, h32);
-    let q_heads = HeadLayout::heads(l32, u32_of(hq)?, d32, l32, 0);
-    let kv_heads = HeadLayout::heads(l32, u32_of(hkv)?, d32, u32_of(cap)?, u32_of(off)?);
-    let ffn_rows = HeadLayout::rows(l32, u32_of(f)?);
-    let zeros = &m.zeros;
-    let kern = Kernels::prepare(ctx).await?;
+    let seen = [u32::try_from(off + l)
+        .map_err(|_| ModelError::input("ids", format!("{} positions exceed 32 bits", off + l)))?];
+    let kern = Kernels::prepare(ctx, m).await?;
+    let opts = AttentionOptions {
+        causal: l > 1,
+        kv_lens: Some(&seen),
+        return_weights: weights.is_some(),
+        ..Default::default()
+    };
+    let attention = PreparedAttention::new(
+        ctx,
+        &[1, hq, l, d],
+        &[1, hkv, cap, d],
+        &[1, hkv, cap, d],
+        &opts,
+    )
+    .await?;
     ctx.queue()
         .write_buffer(&ws.ids, 0, bytemuck::cast_slice(ids));
 
-    let mut scopes = ErrorScopes::push(ctx);
+    let scopes = ErrorScopes::push(ctx);
     let mut enc = ctx.device().create_command_encoder(&Default::default());
-    kern.llama
-        .embed(ctx, &mut enc, &ws.ids, l, &m.embed, &ws.x)?;
-    let first_norm = m.layers.first().map_or(&m.out_norm, |lw| &lw.attn_norm);
-    kern.llama.rmsnorm(
-        ctx, &mut enc, &ws.x, None, zeros, first_norm, &ws.xn, l, c.rms_eps,
+    let e = &mut enc;
+    let project = |e: &mut wgpu::CommandEncoder, x: &GpuTensor, w: &QuantMatrix, y, layout| {
+        kern.matmul.record(
+            ctx,
+            e,
+            &QuantMatmul {
+                x,
+                x_off: 0,
+                rows: l,
+                w,
+                y,
+                layout,
+            },
+        )
+    };
+    let norm = |e: &mut wgpu::CommandEncoder, delta, weight| {
+        kern.norm.record(
+            ctx,
+            e,
+            &RmsNorm {
+                x: &ws.x,
+                delta,
+                dummy: &m.zeros,
+                weight,
+                out: &ws.xn,
+                rows: l,
+                eps: c.rms_eps as f32,
+            },
+        )
+    };
+    kern.embed.record(ctx, e, (&ws.ids, l), &m.embed, &ws.x)?;
+    norm(
+        e,
+        None,
+        m.layers.first().map_or(&m.out_norm, |lw| &lw.attn_norm),
     )?;
-    let seen = [u32_of(off + l)?];
+    let q_layout = OutLayout {
+        len: l,
+        heads: hq,
+        dim: d,
+        cap: l,
+        off: 0,
+    };
+    let kv_layout = OutLayout {
+        heads: hkv,
+        cap,
+        off,
+        ..q_layout
+    };
+    let rows = OutLayout::rows(l, h);
+    let ffn_rows = OutLayout::rows(l, f);
     for (li, lw) in m.layers.iter().enumerate() {
         let GpuLayer { wq, wk, wv, .. } = lw;
-        let lin = |w: (&'static str, &'static str), wt, y, y_layout| -> Linear<'_> {
-            Linear {
-                x: ("x", &ws.xn, rows),
-                w: (w.0, wt),
-                bias: ("bias", zeros),
-                y: (w.1, y, y_layout),
-                rows: l,
-            }
-        };
-        let projections = [
-            lin(("attn_q.weight", "q"), wq, &ws.q, q_heads),
-            lin(("attn_k.weight", "k"), wk, &kv.k[li], kv_heads),
-            lin(("attn_v.weight", "v"), wv, &kv.v[li], kv_heads),
-        ];
-        for p in &projections {
-            kern.project(ctx, &mut enc, p)?;
-        }
+        project(e, &ws.xn, wq, &ws.q, q_layout)?;
+        project(e, &ws.xn, wk, &kv.k[li], kv_layout)?;
+        project(e, &ws.xn, wv, &kv.v[li], kv_layout)?;
         let q_span = RopeSpan {
             heads: hq,
             dim: d,
@@ -190,93 +213,51 @@ pub(crate) async fn run(
             rows: l,
             pos0: off,
         };
-        kern.llama.rope(ctx, &mut enc, &ws.q, &m.rope, &q_span)?;
+        kern.rope.record(ctx, e, &ws.q, &m.rope, &q_span)?;
         let k_span = RopeSpan {
             heads: hkv,
             cap,
             off,
             ..q_span
         };
-        kern.llama
-            .rope(ctx, &mut enc, &kv.k[li], &m.rope, &k_span)?;
-        submit(ctx, enc, scopes, "llama projections").await?;
-
-        let opts = AttentionOptions {
-            causal: l > 1,
-            kv_lens: Some(&seen),
-            return_weights: weights.is_some(),
-            ..Default::default()
-        };
-        let outputs = GpuOutputs {
-            out: ws.attn.clone(),
-            weights: weights.and_then(|w| w.get(li).cloned()),
+        kern.rope.record(ctx, e, &kv.k[li], &m.rope, &k_span)?;
+        let buffers = AttentionBuffers {
+            q: ws.q.buffer(),
+            k: kv.k[li].buffer(),
+            v: kv.v[li].buffer(),
+            out: ws.attn.buffer(),
+            weights: weights.and_then(|w| w.get(li)).map(GpuTensor::buffer),
             lse: None,
         };
-        attention_gpu_into_async(ctx, &ws.q, &kv.k[li], &kv.v[li], &opts, &outputs).await?;
-
-        scopes = ErrorScopes::push(ctx);
-        enc = ctx.device().create_command_encoder(&Default::default());
-        let out_proj = Linear {
-            x: ("attention", &ws.attn, q_heads),
-            w: ("attn_output.weight", &lw.wo),
-            bias: ("bias", zeros),
-            y: ("attn_output", &ws.proj, rows),
-            rows: l,
+        attention.record(ctx, e, &buffers)?;
+        // For one token (1, heads, 1, D) is already the row (1, heads * D).
+        let attn_rows = if l > 1 {
+            kern.merge
+                .record(ctx, e, (&ws.attn, &ws.merged), (l, hq, d))?;
+            &ws.merged
+        } else {
+            &ws.attn
         };
-        kern.project(ctx, &mut enc, &out_proj)?;
-        kern.llama.rmsnorm(
-            ctx,
-            &mut enc,
-            &ws.x,
-            Some(&ws.proj),
-            zeros,
-            &lw.ffn_norm,
-            &ws.xn,
-            l,
-            c.rms_eps,
-        )?;
-        for (w, y) in [(&lw.gate, &ws.gate), (&lw.up, &ws.up)] {
-            let call = Linear {
-                x: ("x", &ws.xn, rows),
-                w: ("ffn weight", w),
-                bias: ("bias", zeros),
-                y: ("ffn", y, ffn_rows),
-                rows: l,
-            };
-            kern.project(ctx, &mut enc, &call)?;
-        }
-        kern.llama
-            .silu_mul(ctx, &mut enc, &ws.gate, &ws.up, l * f)?;
-        let down = Linear {
-            x: ("ffn", &ws.gate, ffn_rows),
-            w: ("ffn_down.weight", &lw.down),
-            bias: ("bias", zeros),
-            y: ("ffn_down", &ws.proj, rows),
-            rows: l,
-        };
-        kern.project(ctx, &mut enc, &down)?;
+        project(e, attn_rows, &lw.wo, &ws.proj, rows)?;
+        norm(e, Some(&ws.proj), &lw.ffn_norm)?;
+        project(e, &ws.xn, &lw.gate, &ws.gate, ffn_rows)?;
+        project(e, &ws.xn, &lw.up, &ws.up, ffn_rows)?;
+        kern.silu_mul.record(ctx, e, &ws.gate, &ws.up, l * f)?;
+        project(e, &ws.gate, &lw.down, &ws.proj, rows)?;
         let next_norm = m.layers.get(li + 1).map_or(&m.out_norm, |n| &n.attn_norm);
-        kern.llama.rmsnorm(
-            ctx,
-            &mut enc,
-            &ws.x,
-            Some(&ws.proj),
-            zeros,
-            next_norm,
-            &ws.xn,
-            l,
-            c.rms_eps,
-        )?;
+        norm(e, Some(&ws.proj), next_norm)?;
     }
-    let head = Linear {
-        x: ("hidden", &ws.xn, HeadLayout::heads(1, 1, h32, l32, l32 - 1)),
-        w: ("output.weight", m.lm_head.as_ref().unwrap_or(&m.embed)),
-        bias: ("bias", zeros),
-        y: ("logits", &ws.logits, HeadLayout::rows(1, u32_of(c.vocab)?)),
+    let head = QuantMatmul {
+        x: &ws.xn,
+        x_off: (l - 1) * h,
         rows: 1,
+        w: m.lm_head.as_ref().unwrap_or(&m.embed),
+        y: &ws.logits,
+        layout: OutLayout::rows(1, c.vocab),
     };
-    kern.project(ctx, &mut enc, &head)?;
-    submit(ctx, enc, scopes, "llama layers").await?;
+    kern.matmul.record(ctx, e, &head)?;
+    ctx.queue().submit([enc.finish()]);
+    scopes.pop(ctx, "llama forward pass").await?;
     kv.len = off + l;
     Ok(())
 }

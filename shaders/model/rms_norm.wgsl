@@ -3,7 +3,7 @@
 //   out[r] = x[r] / sqrt(mean(x[r]^2) + eps) * weight
 // The sum of squares is reduced through workgroup memory.
 
-// Must match `RmsNormParams` in src/model/llama/gpu/kernels.rs.
+// Must match `RmsNormParams` in src/model/ops/rms_norm.rs.
 struct RmsNorm {
     rows: u32,
     width: u32,

@@ -4,7 +4,7 @@
 // x holds (heads, cap, dim); the rows off .. off + rows are rotated as positions
 // pos0 .. pos0 + rows. One invocation per pair.
 
-// Must match `RopeParams` in src/model/llama/gpu/kernels.rs.
+// Must match `RopeParams` in src/model/ops/rope.rs.
 struct Rope {
     rows: u32,
     heads: u32,

@@ -1,7 +1,7 @@
 // SwiGLU's gate: gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
 // One invocation per element.
 
-// Must match `SiluMulParams` in src/model/llama/gpu/kernels.rs.
+// Must match `SiluMulParams` in src/model/ops/silu_mul.rs.
 struct SiluMul {
     n: u32,
     _pad0: u32,

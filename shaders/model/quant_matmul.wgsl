@@ -1,0 +1,101 @@
+// y = x Wᵀ with W (cols, inner) kept as its GGUF blocks (quant_blocks.wgsl, which this
+// source follows): each invocation owns one column of y (one row of W) and ROWS rows of
+// x (1 for a decoding step, 4 otherwise), decodes each block of its W row once into
+// registers and multiplies it into every row of its tile, accumulating in f32.
+//
+// Why an invocation per column rather than lanes splitting K: on a CPU driver (lavapipe)
+// an invocation is a SIMD lane, and the x elements every lane reads are then the same
+// address (a broadcast, not a gather), while each lane's W words are one gather per word
+// whatever the split; there is no cross-lane reduction and no barrier. Invocations of a
+// workgroup own consecutive columns, so on a GPU their W rows are `row_bytes` apart.
+//
+// Row m of y lands at ((b * out_heads + h) * out_cap + out_off + l) * out_dim + d with
+// b = m / out_len, l = m % out_len, h = c / out_dim, d = c % out_dim: the layout of the
+// crate's linear kernel, so projections write q, k and v straight into their heads.
+
+// Must match `QuantMatmulParams` in src/model/ops/quant_matmul.rs.
+struct QuantMatmul {
+    rows: u32,
+    cols: u32,
+    inner: u32,
+    row_bytes: u32,
+    x_off: u32,
+    x_stride: u32,
+    out_len: u32,
+    out_heads: u32,
+    out_dim: u32,
+    out_cap: u32,
+    out_off: u32,
+    _pad: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: QuantMatmul;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<u32>;
+@group(0) @binding(3) var<storage, read_write> y: array<f32>;
+
+// The ggml type of W (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 12 Q4_K, 14 Q6_K).
+override KIND: u32 = 0u;
+// Rows of y per invocation: 1 or 4.
+override ROWS: u32 = 1u;
+
+// Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
+var<private> xr: vec4<u32>;
+var<private> acc: vec4<f32>;
+
+fn xv(i: u32) -> vec4<f32> {
+    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
+
+fn take(v: vec4<f32>, k: u32) {
+    acc.x += dot(v, xv(xr.x + k));
+    if (ROWS > 1u) {
+        acc.y += dot(v, xv(xr.y + k));
+        acc.z += dot(v, xv(xr.z + k));
+        acc.w += dot(v, xv(xr.w + k));
+    }
+}
+
+fn store(m: u32, c: u32, v: f32) {
+    let b = m / p.out_len;
+    let l = m % p.out_len;
+    let h = c / p.out_dim;
+    y[((b * p.out_heads + h) * p.out_cap + p.out_off + l) * p.out_dim + c % p.out_dim] = v;
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+) {
+    let g = wid.x + wid.y * nwg.x;
+    let groups = (p.cols + 63u) / 64u;
+    let c = (g % groups) * 64u + lid;
+    let m0 = (g / groups) * ROWS;
+    if (c >= p.cols || m0 >= p.rows) {
+        return;
+    }
+    let last = p.rows - 1u;
+    let ms = vec4<u32>(m0, min(m0 + 1u, last), min(m0 + 2u, last), min(m0 + 3u, last));
+    xr = p.x_off + ms * p.x_stride;
+    acc = vec4<f32>(0.0);
+    let shape = block_shape();
+    let blocks = p.inner / shape.x;
+    let row = c * p.row_bytes;
+    for (var b = 0u; b < blocks; b++) {
+        decode_block(row + b * shape.y, b * shape.x);
+    }
+    store(m0, c, acc.x);
+    if (ROWS > 1u) {
+        if (m0 + 1u < p.rows) {
+            store(m0 + 1u, c, acc.y);
+        }
+        if (m0 + 2u < p.rows) {
+            store(m0 + 2u, c, acc.z);
+        }
+        if (m0 + 3u < p.rows) {
+            store(m0 + 3u, c, acc.w);
+        }
+    }
+}

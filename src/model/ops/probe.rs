@@ -1,0 +1,74 @@
+//! The quantized kernels run on their own from host data, for the tests that check them
+//! against the CPU dequantizer at edge shapes. Outputs start as NaN, so an element a
+//! kernel fails to write shows.
+
+use ndarray::{ArrayViewD, IxDyn};
+
+use super::glue::{read_tensors, submit, upload_ids};
+use super::{OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel, QuantMatrix};
+use crate::model::llama::gguf::GgmlType;
+use crate::model::ModelError;
+use crate::{GpuContext, GpuTensor};
+
+fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> Result<GpuTensor, ModelError> {
+    let n = shape.iter().product::<usize>();
+    let nan = vec![f32::NAN; n];
+    let view = ArrayViewD::from_shape(IxDyn(shape), &nan)
+        .map_err(|e| ModelError::format("probe", e.to_string()))?;
+    Ok(GpuTensor::upload(ctx, "y", view)?)
+}
+
+/// `y (rows, n) = x (rows, k) Wᵀ` with `w` the bytes of an `(n, k)` tensor of type `ty`.
+///
+/// # Errors
+/// As the launcher: a bad shape, an unsupported type, a device failure.
+#[doc(hidden)]
+pub async fn quant_matmul_probe(
+    ctx: &GpuContext,
+    ty: GgmlType,
+    (n, k): (usize, usize),
+    w: &[u8],
+    x: &[f32],
+    rows: usize,
+) -> Result<Vec<f32>, ModelError> {
+    let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
+    let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
+        .map_err(|e| ModelError::input("x", e.to_string()))?;
+    let x = GpuTensor::upload(ctx, "x", xs)?;
+    let y = nan_tensor(ctx, &[rows, n])?;
+    let kernel = QuantMatmulKernel::prepare(ctx, &[ty]).await?;
+    let mut enc = ctx.device().create_command_encoder(&Default::default());
+    let call = QuantMatmul {
+        x: &x,
+        x_off: 0,
+        rows,
+        w: &w,
+        y: &y,
+        layout: OutLayout::rows(rows, n),
+    };
+    kernel.record(ctx, &mut enc, &call)?;
+    submit(ctx, enc, "quant matmul probe").await?;
+    Ok(read_tensors(ctx, &[&y]).await?.remove(0))
+}
+
+/// Rows `ids` of a `(vocab, k)` table of type `ty`, dequantized on the device.
+///
+/// # Errors
+/// As the launcher.
+#[doc(hidden)]
+pub async fn quant_embed_probe(
+    ctx: &GpuContext,
+    ty: GgmlType,
+    (vocab, k): (usize, usize),
+    table: &[u8],
+    ids: &[u32],
+) -> Result<Vec<f32>, ModelError> {
+    let table = QuantMatrix::upload(ctx, "probe table", ty, (vocab, k), table)?;
+    let out = nan_tensor(ctx, &[ids.len(), k])?;
+    let ids_buffer = upload_ids(ctx, ids)?;
+    let kernel = QuantEmbedKernel::prepare(ctx, &table).await?;
+    let mut enc = ctx.device().create_command_encoder(&Default::default());
+    kernel.record(ctx, &mut enc, (&ids_buffer, ids.len()), &table, &out)?;
+    submit(ctx, enc, "quant embed probe").await?;
+    Ok(read_tensors(ctx, &[&out]).await?.remove(0))
+}

@@ -1,0 +1,186 @@
+//! The quantized matmul and embedding kernels against the CPU dequantizer and a float64
+//! product, for every type, at shapes on the edges of their tiles: 1, 2, 15, 16 and 17
+//! rows of x (one row per invocation, and tiles of four with a ragged last one); K of
+//! one block, several blocks and a K-quant superblock; N below, at and past the 64
+//! columns of a workgroup. Outputs start as NaN (see `quant_matmul_probe`).
+
+use half::f16;
+use wgpu_attention::model::llama::gguf::GgmlType;
+use wgpu_attention::model::llama::quant::dequantize;
+use wgpu_attention::model::{quant_embed_probe, quant_matmul_probe};
+
+use crate::common::{ctx, Rng};
+
+/// (type, elements per block, bytes per block, byte offsets of its f16 fields).
+const TYPES: &[(GgmlType, usize, usize, &[usize])] = &[
+    (GgmlType::F32, 1, 4, &[]),
+    (GgmlType::F16, 1, 2, &[]),
+    (GgmlType::Q4_0, 32, 18, &[0]),
+    (GgmlType::Q4_1, 32, 20, &[0, 2]),
+    (GgmlType::Q8_0, 32, 34, &[0]),
+    (GgmlType::Q4_K, 256, 144, &[0, 2]),
+    (GgmlType::Q6_K, 256, 210, &[208]),
+];
+
+/// Random bytes for `rows` rows of `k` elements, with every f16 field a small finite
+/// scale (random bits there would give infinities and NaNs, which a product cannot be
+/// checked against), sized so that elements come out of the order of 0.02.
+pub fn random_tensor(rng: &mut Rng, ty: GgmlType, rows: usize, k: usize) -> Vec<u8> {
+    let &(_, per, size, fields) = TYPES.iter().find(|t| t.0 == ty).expect("type");
+    let blocks = rows * k / per;
+    let mut bytes: Vec<u8> = (0..blocks * size).map(|_| rng.next_u64() as u8).collect();
+    // The largest |quantized value| times sub-block scale each type multiplies by d.
+    let spread = match ty {
+        GgmlType::Q8_0 => 64.0,
+        GgmlType::Q4_K => 400.0,
+        GgmlType::Q6_K => 2000.0,
+        _ => 8.0,
+    };
+    let scale = |rng: &mut Rng| f16::from_f32(rng.normal() * 0.02 / spread).to_le_bytes();
+    match ty {
+        GgmlType::F32 => {
+            for c in bytes.chunks_exact_mut(4) {
+                c.copy_from_slice(&rng.normal().to_le_bytes());
+            }
+        }
+        GgmlType::F16 => {
+            for c in bytes.chunks_exact_mut(2) {
+                c.copy_from_slice(&f16::from_f32(rng.normal()).to_le_bytes());
+            }
+        }
+        _ => {
+            for block in bytes.chunks_exact_mut(size) {
+                for &o in fields {
+                    block[o..o + 2].copy_from_slice(&scale(rng));
+                }
+            }
+        }
+    }
+    bytes
+}
+
+/// Checks `got` against `x Wᵀ` in f64 with `w` dequantized on the CPU; the bound is
+/// relative to the sum of the products' magnitudes (f32 accumulation over K).
+fn check(what: &str, got: &[f32], x: &[f32], w: &[f32], (rows, n, k): (usize, usize, usize)) {
+    assert_eq!(got.len(), rows * n, "{what}: length");
+    let mut worst = (0.0f64, 0usize, 0.0f64, 0.0f64);
+    for r in 0..rows {
+        for c in 0..n {
+            let (mut want, mut mag) = (0.0f64, 0.0f64);
+            for i in 0..k {
+                let p = f64::from(x[r * k + i]) * f64::from(w[c * k + i]);
+                want += p;
+                mag += p.abs();
+            }
+            let g = f64::from(got[r * n + c]);
+            let ratio = if g.is_finite() {
+                (g - want).abs() / (1e-6 + 2e-6 * mag)
+            } else {
+                f64::INFINITY
+            };
+            if ratio > worst.0 {
+                worst = (ratio, r * n + c, g, want);
+            }
+        }
+    }
+    assert!(
+        worst.0 <= 1.0,
+        "{what}: worst element {} (row {}, column {}) is {}, expected {} ({}x the bound)",
+        worst.1,
+        worst.1 / n,
+        worst.1 % n,
+        worst.2,
+        worst.3,
+        worst.0
+    );
+}
+
+#[test]
+fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
+    let mut rng = Rng::new(20);
+    for &(ty, per, _, _) in TYPES {
+        let block = per.max(4);
+        // K: one block, several blocks, and (for 32-element blocks) a superblock's
+        // width plus one block, so the last block is not the first of a superblock.
+        let ks = if per == 256 {
+            vec![256, 512, 768]
+        } else {
+            vec![block, 3 * block, 256 + block]
+        };
+        let shapes = [
+            (1, ks[0], 65),
+            (2, ks[1], 63),
+            (15, ks[2], 17),
+            (16, ks[0], 130),
+            (17, ks[1], 1),
+            (1, ks[2], 64),
+        ];
+        for (rows, k, n) in shapes {
+            let bytes = random_tensor(&mut rng, ty, n, k);
+            let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
+            let got = pollster::block_on(quant_matmul_probe(ctx(), ty, (n, k), &bytes, &x, rows))
+                .unwrap_or_else(|e| panic!("{}: {e}", ty.name()));
+            let w = dequantize(ty, &bytes);
+            check(
+                &format!("{} {rows}x{k} by {n}", ty.name()),
+                &got,
+                &x,
+                &w,
+                (rows, n, k),
+            );
+        }
+    }
+}
+
+#[test]
+fn quantized_embedding_rows_are_the_dequantized_rows() {
+    let mut rng = Rng::new(21);
+    for &(ty, per, _, _) in TYPES {
+        let k = if per == 256 { 512 } else { 96 };
+        let vocab = 37;
+        let bytes = random_tensor(&mut rng, ty, vocab, k);
+        let ids = [0u32, 36, 5, 5, 17];
+        let got = pollster::block_on(quant_embed_probe(ctx(), ty, (vocab, k), &bytes, &ids))
+            .unwrap_or_else(|e| panic!("{}: {e}", ty.name()));
+        let table = dequantize(ty, &bytes);
+        for (r, &id) in ids.iter().enumerate() {
+            let want = &table[id as usize * k..(id as usize + 1) * k];
+            let row = &got[r * k..(r + 1) * k];
+            // A driver may fuse `d * q + m` into one rounding: a few ulps of the row.
+            let bound = 4.0 * f32::EPSILON * want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            if let Some(i) = (0..k).find(|&i| row[i].is_nan() || (row[i] - want[i]).abs() > bound) {
+                panic!(
+                    "{}: row {r} (id {id}) element {i} is {}, expected {}",
+                    ty.name(),
+                    row[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_matrix_of_partial_blocks_is_refused() {
+    let bytes = vec![0u8; 20 * 3];
+    let e = pollster::block_on(quant_matmul_probe(
+        ctx(),
+        GgmlType::Q4_1,
+        (3, 48),
+        &bytes,
+        &[0.0; 48],
+        1,
+    ))
+    .expect_err("48 is not whole blocks of 32");
+    assert!(e.to_string().contains("whole"), "{e}");
+    let e = pollster::block_on(quant_matmul_probe(
+        ctx(),
+        GgmlType::Q4_1,
+        (4, 32),
+        &bytes,
+        &[0.0; 32],
+        1,
+    ))
+    .expect_err("3 rows of bytes for 4");
+    assert!(e.to_string().contains("bytes"), "{e}");
+}

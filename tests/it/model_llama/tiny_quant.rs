@@ -1,0 +1,118 @@
+//! Tiny llamas whose matrices are GGUF blocks of each quantized type (random blocks, as
+//! a file would hold them): the GPU pass, which decodes the blocks in its kernels, against
+//! the float64 CPU pass on the same blocks dequantized on the host.
+
+use ndarray::Array1;
+use wgpu_attention::model::llama::gguf::GgmlType;
+use wgpu_attention::model::llama::{LlamaConfig, LlamaModel};
+use wgpu_attention::model::{GenerateOptions, Sampling};
+
+use super::gguf_writer::{llama_meta, write, Tensor};
+use super::quant_gpu::random_tensor;
+use super::tiny_model::tiny_tokenizer_spec;
+use crate::common::{assert_close, ctx, Rng};
+
+/// Wide enough for K-quant superblocks (256) in every matrix.
+const WIDE: LlamaConfig = LlamaConfig {
+    layers: 2,
+    hidden: 256,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 64,
+    intermediate: 512,
+    vocab: 258,
+    context: 64,
+    rms_eps: 1.0 / 65536.0,
+    rope_theta: 10_000.0,
+};
+
+/// A GGUF file of `c`'s model: the embedding table of type `embed`, every other matrix
+/// of type `matrices`, norms F32 near 1.
+fn quantized_gguf(c: &LlamaConfig, (embed, matrices): (GgmlType, GgmlType), seed: u64) -> Vec<u8> {
+    let mut rng = Rng::new(seed);
+    let (h, q, kv, f) = (
+        c.hidden,
+        c.heads * c.head_dim,
+        c.kv_heads * c.head_dim,
+        c.intermediate,
+    );
+    let mut mat = |name: String, ty: GgmlType, (cols, rows): (usize, usize)| Tensor {
+        name,
+        dims: vec![cols as u64, rows as u64],
+        ty: ty.0,
+        data: random_tensor(&mut rng, ty, rows, cols),
+    };
+    let mut tensors = vec![mat("token_embd.weight".into(), embed, (h, c.vocab))];
+    for i in 0..c.layers {
+        let n = |s: &str| format!("blk.{i}.{s}");
+        tensors.push(mat(n("attn_q.weight"), matrices, (h, q)));
+        tensors.push(mat(n("attn_k.weight"), matrices, (h, kv)));
+        tensors.push(mat(n("attn_v.weight"), matrices, (h, kv)));
+        tensors.push(mat(n("attn_output.weight"), matrices, (q, h)));
+        tensors.push(mat(n("ffn_gate.weight"), matrices, (h, f)));
+        tensors.push(mat(n("ffn_up.weight"), matrices, (h, f)));
+        tensors.push(mat(n("ffn_down.weight"), matrices, (f, h)));
+    }
+    let mut rng = Rng::new(seed + 1);
+    let mut norm = |name: String| Tensor {
+        name,
+        dims: vec![h as u64],
+        ty: 0,
+        data: (0..h)
+            .flat_map(|_| (1.0 + 0.1 * rng.normal()).to_le_bytes())
+            .collect(),
+    };
+    for i in 0..c.layers {
+        tensors.push(norm(format!("blk.{i}.attn_norm.weight")));
+        tensors.push(norm(format!("blk.{i}.ffn_norm.weight")));
+    }
+    tensors.push(norm("output_norm.weight".into()));
+    write(&llama_meta(c, &tiny_tokenizer_spec()), &tensors)
+}
+
+#[test]
+fn quantized_models_on_the_gpu_match_the_cpu_pass() {
+    let mixes = [
+        (GgmlType::Q8_0, GgmlType::Q4_1),
+        (GgmlType::Q4_0, GgmlType::Q4_0),
+        (GgmlType::Q6_K, GgmlType::Q4_K),
+        (GgmlType::F16, GgmlType::Q6_K),
+        (GgmlType::Q4_K, GgmlType::Q8_0),
+    ];
+    let ids: Vec<u32> = (0..19).map(|i| (i * 41 % 258) as u32).collect();
+    for (seed, mix) in mixes.into_iter().enumerate() {
+        let what = format!("{} embedding, {} matrices", mix.0.name(), mix.1.name());
+        let m = LlamaModel::from_gguf_bytes(&quantized_gguf(&WIDE, mix, seed as u64))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let gpu = m.upload(ctx()).expect("upload");
+        assert!(
+            gpu.weight_bytes() as f64 <= 1.25 * m.tensors().bytes() as f64,
+            "{what}: {} device bytes for {} file bytes",
+            gpu.weight_bytes(),
+            m.tensors().bytes()
+        );
+        let cpu = m.forward_cpu(&ids, false).expect("cpu");
+        let got = pollster::block_on(gpu.forward(ctx(), &ids, false)).expect("gpu");
+        assert_close(
+            &format!("{what}: hidden"),
+            got.hidden.view(),
+            cpu.hidden.view(),
+            2e-4,
+            2e-4,
+        );
+        let (gl, cl): (Array1<f32>, Array1<f32>) = (got.logits.expect("l"), cpu.logits.expect("l"));
+        assert_close(&format!("{what}: logits"), gl.view(), cl.view(), 2e-4, 2e-4);
+        let opts = GenerateOptions {
+            max_new_tokens: 6,
+            use_cache: true,
+            stop_at_eos: false,
+            sampling: Sampling::Greedy,
+        };
+        let g = pollster::block_on(gpu.generate(ctx(), &ids[..5], &opts, &mut |_| {}))
+            .expect("gpu gen");
+        let c = m
+            .generate_cpu(&ids[..5], &opts, &mut |_| {})
+            .expect("cpu gen");
+        assert_eq!(g.generated, c.generated, "{what}: greedy tokens");
+    }
+}
