@@ -9,7 +9,7 @@ use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use crate::common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
 use ndarray_npy::read_npy;
-use wgpu_attention::{attention_cpu, Alignment, AttentionOptions, Mask, Window};
+use wgpu_attention::{attention_reference, Alignment, AttentionOptions, Mask, Window};
 
 fn assert_success(what: &str, out: &Output) {
     assert_eq!(
@@ -98,7 +98,7 @@ fn check_both_backends(case: Case<'_>) {
         return_lse: true,
         ..case.opts
     };
-    let want = attention_cpu(case.q.view(), case.k.view(), case.v.view(), &opts)
+    let want = attention_reference(case.q.view(), case.k.view(), case.v.view(), &opts)
         .expect("reference accepts the case");
     for backend in ["gpu", "cpu"] {
         let out = dir.path(&format!("out-{backend}.npy"));
@@ -282,7 +282,7 @@ fn run_reads_f64_f16_int32_and_fortran_inputs() {
         kv_lens: Some(&lens),
         ..Default::default()
     };
-    let want = attention_cpu(q.view(), k16.view(), v.view(), &opts).expect("reference");
+    let want = attention_reference(q.view(), k16.view(), v.view(), &opts).expect("reference");
     assert_close("out", read4(&out).view(), want.out.view(), 0.0, 0.0);
 
     // Little-endian f16 q on the GPU.
@@ -292,8 +292,8 @@ fn run_reads_f64_f16_int32_and_fortran_inputs() {
     ]);
     assert_success("f16 q on the GPU", &status);
     let q16 = q.mapv(|x| half::f16::from_f32(x).to_f32());
-    let want =
-        attention_cpu(q16.view(), k16.view(), v.view(), &Default::default()).expect("reference");
+    let want = attention_reference(q16.view(), k16.view(), v.view(), &Default::default())
+        .expect("reference");
     assert_close("out", read4(&out).view(), want.out.view(), ATOL, RTOL);
 }
 
@@ -309,7 +309,7 @@ fn precision_f16() {
         "run", "--q", &q_path, "--k", &q_path, "--v", &q_path, "--out", &out_s,
     ];
     let rounded = q.mapv(|x| half::f16::from_f32(x).to_f32());
-    let want = attention_cpu(
+    let want = attention_reference(
         rounded.view(),
         rounded.view(),
         rounded.view(),

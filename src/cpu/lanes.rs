@@ -1,0 +1,157 @@
+//! Element-wise kernels of the fast CPU path, written so that the compiler vectorises
+//! them: fixed-width lane arrays for reductions (a float sum or maximum does not
+//! vectorise otherwise, as reordering it changes the result) and branch-free selects.
+//! Each is `#[inline(always)]` so that it takes the target features of the function it
+//! is inlined into (see `block.rs`: one copy per instruction set found at run time).
+
+/// Lanes of the reductions: one AVX-512 register of f32, two AVX2 registers, four of
+/// SSE or SIMD128.
+const W: usize = 16;
+
+/// `exp(x)` for `x <= 0`, `-inf` or NaN: the argument of every softmax exponential here
+/// is a logit minus its row's maximum. Cephes' `expf` polynomial (about 1 ulp) after a
+/// reduction by `ln 2`; below -87.5 (where `exp` leaves f32's normal range) and at
+/// `-inf` it is exactly 0, as a masked key's weight must be; NaN stays NaN.
+#[inline(always)]
+pub(crate) fn exp_nonpositive(x: f32) -> f32 {
+    // Clamped so that 2^n stays a normal number; NaN compares false and passes through.
+    let c = if x < -87.5 { -87.5 } else { x };
+    // Round to nearest by the 1.5 * 2^23 trick: no rounding instruction needed.
+    const MAGIC: f32 = 12_582_912.0;
+    let n = (c * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let r = c - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 0.166_666_65;
+    p = p * r + 0.5;
+    let e = p * r * r + r + 1.0;
+    // n is in [-127, 0] here (NaN casts to 0, and e is NaN then anyway).
+    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    if x < -87.5 {
+        0.0
+    } else {
+        e * two_n
+    }
+}
+
+/// The largest element ignoring NaN (`-inf` for none), and whether any is NaN.
+#[inline(always)]
+pub(crate) fn max_and_nan(xs: &[f32]) -> (f32, bool) {
+    let mut m = [f32::NEG_INFINITY; W];
+    let mut nan = [false; W];
+    let chunks = xs.chunks_exact(W);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..W {
+            m[l] = if c[l] > m[l] { c[l] } else { m[l] };
+            nan[l] |= c[l].is_nan();
+        }
+    }
+    let mut best = f32::NEG_INFINITY;
+    let mut any = false;
+    for (&x, &n) in m.iter().zip(&nan) {
+        best = if x > best { x } else { best };
+        any |= n;
+    }
+    for &x in tail {
+        best = if x > best { x } else { best };
+        any |= x.is_nan();
+    }
+    (best, any)
+}
+
+/// Replaces each `x` by `exp(x - m)` and returns their sum.
+#[inline(always)]
+pub(crate) fn exp_shifted_sum(xs: &mut [f32], m: f32) -> f32 {
+    let mut s = [0f32; W];
+    let mut chunks = xs.chunks_exact_mut(W);
+    for c in &mut chunks {
+        for l in 0..W {
+            c[l] = exp_nonpositive(c[l] - m);
+            s[l] += c[l];
+        }
+    }
+    let mut total = 0f32;
+    for x in chunks.into_remainder() {
+        *x = exp_nonpositive(*x - m);
+        total += *x;
+    }
+    s.iter().sum::<f32>() + total
+}
+
+/// `a · b` over equal-length slices.
+#[inline(always)]
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut s = [0f32; W];
+    let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..W {
+            s[l] += x[l] * y[l];
+        }
+    }
+    let tail: f32 = ta.iter().zip(tb).map(|(x, y)| x * y).sum();
+    s.iter().sum::<f32>() + tail
+}
+
+/// `acc += w * x`.
+#[inline(always)]
+pub(crate) fn axpy(acc: &mut [f32], w: f32, x: &[f32]) {
+    for (a, &x) in acc.iter_mut().zip(x) {
+        *a += w * x;
+    }
+}
+
+/// `xs *= f`.
+#[inline(always)]
+pub(crate) fn scale(xs: &mut [f32], f: f32) {
+    for x in xs {
+        *x *= f;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_std_over_its_domain() {
+        let mut worst = 0f64;
+        let mut x = -90.0f32;
+        while x <= 0.0 {
+            let want = f64::from(x).exp();
+            let got = f64::from(exp_nonpositive(x));
+            if want > 1e-37 {
+                worst = worst.max((got - want).abs() / want);
+            } else {
+                assert!(got <= 1.2e-38, "exp({x}) = {got}");
+            }
+            x += 0.001_37;
+        }
+        assert!(worst < 4e-7, "relative error {worst}");
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+        assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_nonpositive(-2e4), 0.0);
+        assert!(exp_nonpositive(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn reductions_see_every_element() {
+        for n in [0, 1, 15, 16, 17, 40] {
+            let xs: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let (m, nan) = max_and_nan(&xs);
+            let want = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!((m, nan), (want, false), "n = {n}");
+            let ys: Vec<f32> = xs.iter().map(|x| x * 2.0).collect();
+            let want: f32 = xs.iter().zip(&ys).map(|(a, b)| a * b).sum();
+            assert!((dot(&xs, &ys) - want).abs() < 1e-5, "n = {n}");
+            for at in 0..n {
+                let mut with = xs.clone();
+                with[at] = f32::NAN;
+                assert!(max_and_nan(&with).1, "NaN at {at} of {n}");
+            }
+        }
+    }
+}
