@@ -2,7 +2,13 @@
 //! scores by a matrix product, masks, an online softmax (running maximum and sum per
 //! row, the output rescaled when the maximum grows), weights·V by a matrix product.
 //! Nothing of size Lq x Lk is held unless the weights are asked for, and then the
-//! logits go straight into the weights output and are turned into probabilities there.
+//! logits are copied into the weights output and turned into probabilities there.
+//!
+//! Scores are held transposed, keys x rows: then both products read their operands in
+//! the order matrixmultiply packs with contiguous copies (K from its transpose, Q from a
+//! transposed copy of the block, P as it lies, V row-major; packed element by element
+//! they took half the time), and the softmax's reductions over keys run across rows,
+//! one vector lane per query row.
 //!
 //! Row rule (docs/DESIGN.md, as in `reference.rs` and every kernel): a key is allowed
 //! when structure, masks and key length allow it and its logit is not `-inf`; masked
@@ -18,7 +24,7 @@ use ndarray::linalg::general_mat_mul;
 use ndarray::{s, ArrayView2, ArrayViewMut2};
 
 use super::inputs::Inputs;
-use super::lanes::{axpy, dot, exp_nonpositive, max_and_nan, scale};
+use super::lanes::{axpy, dot, exp_nonpositive, scale};
 use crate::error::Result;
 use crate::host_memory::try_vec;
 
@@ -27,11 +33,11 @@ use crate::host_memory::try_vec;
 pub(crate) const KEYS: usize = 256;
 
 /// Query rows per block; also the unit of work handed to a thread.
-pub(crate) const ROWS: usize = 64;
+pub(crate) const ROWS: usize = 128;
 
 /// Below this many rows a block's products are loops of dot products and `axpy`s: the
 /// matrix product's packing of K and V would cost more than it saves (decoding).
-const GEMM_ROWS: usize = 4;
+pub(crate) const GEMM_ROWS: usize = 4;
 
 /// One block of query rows and the parts of the outputs it alone writes.
 pub(crate) struct Block<'o> {
@@ -104,6 +110,10 @@ struct Rows {
     sum: Vec<f32>,
     /// Running `sum of exp(logit - max) * v`, `rows x Dv`.
     acc: Vec<f32>,
+    /// Per row, the new maximum, then the shift of this block's exponentials.
+    shift: Vec<f32>,
+    /// Per row, the factor of the old sum and output.
+    alpha: Vec<f32>,
 }
 
 #[inline(always)]
@@ -123,22 +133,27 @@ fn body(inputs: &Inputs<'_>, block: Block<'_>) -> Result<()> {
         max: vec![f32::NEG_INFINITY; n],
         sum: vec![0.0; n],
         acc: try_vec("v", &[n, dv], n * dv, 0f32)?,
+        shift: vec![0.0; n],
+        alpha: vec![1.0; n],
     };
-    let mut scores = try_vec("k", &[n, KEYS], n * KEYS.min(hi.saturating_sub(lo)), 0f32)?;
+    let qt = transposed_q(inputs, b, h, &block.rows)?;
+    let mut scores = try_vec("k", &[KEYS, n], n * KEYS.min(hi.saturating_sub(lo)), 0f32)?;
     let mut weights = block.weights;
     let mut j0 = lo;
     while j0 < hi {
         let keys = j0..(j0 + KEYS).min(hi);
         let nk = keys.len();
         let s = &mut scores[..n * nk];
-        logits(inputs, (b, h, g), &block.rows, &keys, s);
+        logits(inputs, (b, h, g), &block.rows, &keys, &qt, s);
         mask(inputs, (b, h), &block.rows, &keys, &spans, s);
         if let Some(w) = weights.as_deref_mut() {
-            for (r, row) in s.chunks_exact(nk).enumerate() {
-                w[r * p.len_k + keys.start..][..nk].copy_from_slice(row);
+            for (jj, col) in s.chunks_exact(n).enumerate() {
+                for (r, &x) in col.iter().enumerate() {
+                    w[r * p.len_k + keys.start + jj] = x;
+                }
             }
         }
-        softmax_step(&mut state, s, nk, dv);
+        softmax_step(&mut state, s, n, dv);
         accumulate(inputs, (b, g), &keys, s, &mut state.acc);
         j0 = keys.end;
     }
@@ -157,35 +172,63 @@ fn body(inputs: &Inputs<'_>, block: Block<'_>) -> Result<()> {
     Ok(())
 }
 
-/// `s = scale * q · kᵀ` for the block's rows against `keys`, `rows x keys` row-major.
+/// The block's query rows transposed, `(D, rows)` row-major, where its scores are a
+/// matrix product (empty otherwise).
+fn transposed_q(inputs: &Inputs<'_>, b: usize, h: usize, rows: &Range<usize>) -> Result<Vec<f32>> {
+    let (n, d) = (rows.len(), inputs.p.dim);
+    if n < GEMM_ROWS {
+        return Ok(Vec::new());
+    }
+    let mut qt = try_vec("q", &[d, n], d * n, 0f32)?;
+    for (r, row) in inputs
+        .q_rows(b, h, rows.clone())
+        .chunks_exact(d)
+        .enumerate()
+    {
+        for (e, &x) in row.iter().enumerate() {
+            qt[e * n + r] = x;
+        }
+    }
+    Ok(qt)
+}
+
+/// `s = scale * k · qᵀ` for `keys` against the block's rows, `keys x rows` row-major.
 #[inline(always)]
 fn logits(
     inputs: &Inputs<'_>,
     (b, h, g): (usize, usize, usize),
     rows: &Range<usize>,
     keys: &Range<usize>,
+    qt: &[f32],
     s: &mut [f32],
 ) {
-    let (d, nk) = (inputs.p.dim, keys.len());
-    let q = inputs.q_rows(b, h, rows.clone());
-    let k = inputs.k_rows(b, g, keys.clone());
-    if rows.len() >= GEMM_ROWS {
-        let qm = ArrayView2::from_shape((rows.len(), d), q);
-        let km = ArrayView2::from_shape((nk, d), k);
-        let sm = ArrayViewMut2::from_shape((rows.len(), nk), &mut *s);
-        if let (Ok(qm), Ok(km), Ok(mut sm)) = (qm, km, sm) {
-            general_mat_mul(1.0, &qm, &km.t(), 0.0, &mut sm);
+    let (d, n, nk, scale) = (inputs.p.dim, rows.len(), keys.len(), inputs.p.scale);
+    let kt = inputs.k_block_transposed(b, g, keys.clone());
+    match (n >= GEMM_ROWS, kt) {
+        (true, Some(km)) => {
+            let qm = ArrayView2::from_shape((d, n), qt);
+            let sm = ArrayViewMut2::from_shape((nk, n), &mut *s);
+            if let (Ok(qm), Ok(mut sm)) = (qm, sm) {
+                // The scale in the product saves a pass; a scale of 0 is applied after
+                // it (below), so that NaN or infinite products still make NaN.
+                let alpha = if scale == 0.0 { 1.0 } else { scale };
+                general_mat_mul(alpha, &km, &qm, 0.0, &mut sm);
+            }
+            if scale == 0.0 {
+                super::lanes::scale(s, scale);
+            }
         }
-    } else {
-        for (qr, sr) in q.chunks_exact(d).zip(s.chunks_exact_mut(nk)) {
-            for (x, kr) in sr.iter_mut().zip(k.chunks_exact(d)) {
-                *x = dot(qr, kr);
+        _ => {
+            let q = inputs.q_rows(b, h, rows.clone());
+            let k = inputs.k_rows(b, g, keys.clone());
+            for (kr, sc) in k.chunks_exact(d).zip(s.chunks_exact_mut(n)) {
+                for (x, qr) in sc.iter_mut().zip(q.chunks_exact(d)) {
+                    // Scaled after the product, as the reference does.
+                    *x = scale * dot(qr, kr);
+                }
             }
         }
     }
-    // Scaled after the product, as the reference does: a scale of 0 still turns a NaN
-    // or an infinite product into NaN.
-    scale(s, inputs.p.scale);
 }
 
 /// Sets the logit of every pair that is not allowed to `-inf`, and adds the bias.
@@ -198,11 +241,12 @@ fn mask(
     spans: &[(usize, usize)],
     s: &mut [f32],
 ) {
-    let nk = keys.len();
-    for ((i, row), &(lo, hi)) in rows.clone().zip(s.chunks_exact_mut(nk)).zip(spans) {
+    let n = rows.len();
+    for ((r, i), &(lo, hi)) in rows.clone().enumerate().zip(spans) {
         if let Some(bias) = &inputs.bias {
             let bias = bias.slice(s![b, h, i, keys.clone()]);
-            for (x, &m) in row.iter_mut().zip(bias.iter()) {
+            for (jj, &m) in bias.iter().enumerate() {
+                let x = &mut s[jj * n + r];
                 // An additive -inf masks the key whatever q and k hold (NaN + -inf is NaN).
                 *x = match m == f32::NEG_INFINITY {
                     true => f32::NEG_INFINITY,
@@ -212,52 +256,66 @@ fn mask(
         }
         if let Some(allowed) = &inputs.bool_mask {
             let allowed = allowed.slice(s![b, h, i, keys.clone()]);
-            for (x, &a) in row.iter_mut().zip(allowed.iter()) {
+            for (jj, &a) in allowed.iter().enumerate() {
                 if !a {
-                    *x = f32::NEG_INFINITY;
+                    s[jj * n + r] = f32::NEG_INFINITY;
                 }
             }
         }
+        // Keys of the block outside the row's span: causality, window, key length.
         let start = lo.clamp(keys.start, keys.end) - keys.start;
         let end = hi.clamp(keys.start, keys.end) - keys.start;
-        if start < end {
-            row[..start].fill(f32::NEG_INFINITY);
-            row[end..].fill(f32::NEG_INFINITY);
-        } else {
-            row.fill(f32::NEG_INFINITY);
+        // A span that misses the block masks all of it.
+        let (start, end) = if start < end { (start, end) } else { (0, 0) };
+        for jj in (0..start).chain(end..keys.len()) {
+            s[jj * n + r] = f32::NEG_INFINITY;
         }
     }
 }
 
-/// One block of the online softmax: updates each row's maximum and sum, rescales its
-/// output, and turns its logits in `s` into `exp(logit - max)` (0 for keys not allowed).
+/// One block of the online softmax over `s` (`keys x rows`): updates each row's maximum
+/// and sum, rescales its output, and turns its logits into `exp(logit - max)` (0 for
+/// keys not allowed).
 #[inline(always)]
-fn softmax_step(state: &mut Rows, s: &mut [f32], nk: usize, dv: usize) {
-    let rows = s.chunks_exact_mut(nk).zip(state.acc.chunks_exact_mut(dv));
-    for (r, (row, acc)) in rows.enumerate() {
-        let old = state.max[r];
-        let (block_max, nan) = max_and_nan(row);
-        let new = match nan || old.is_nan() {
-            true => f32::NAN,
-            false => old.max(block_max),
-        };
-        if new == f32::NEG_INFINITY {
-            // Nothing allowed yet: no weight, and nothing to rescale.
-            row.fill(0.0);
-            continue;
+fn softmax_step(state: &mut Rows, s: &mut [f32], n: usize, dv: usize) {
+    // Each row's maximum over the block, NaN once a NaN is met (a NaN maximum stays:
+    // neither comparison holds against it).
+    state.shift.copy_from_slice(&state.max);
+    for col in s.chunks_exact(n) {
+        for (m, &x) in state.shift.iter_mut().zip(col) {
+            #[allow(clippy::eq_op)]
+            let take = x > *m || x != x;
+            *m = if take { x } else { *m };
         }
-        // -inf - new is -inf (a first allowed block: the sum and output were 0).
-        let alpha = exp_nonpositive(old - new);
-        let sum = super::lanes::exp_shifted_sum(row, new);
-        state.sum[r] = state.sum[r] * alpha + sum;
+    }
+    for r in 0..n {
+        let (old, new) = (state.max[r], state.shift[r]);
         state.max[r] = new;
-        if alpha != 1.0 {
-            scale(acc, alpha);
+        // Nothing allowed yet: every logit is -inf, and a shift of 0 makes each weight 0.
+        // Otherwise -inf - new is -inf for a first allowed block (sum and output were 0).
+        (state.shift[r], state.alpha[r]) = match new == f32::NEG_INFINITY {
+            true => (0.0, 1.0),
+            false => (new, exp_nonpositive(old - new)),
+        };
+    }
+    // The old sums rescaled, then this block's exponentials added to them.
+    for (l, &a) in state.sum.iter_mut().zip(&state.alpha) {
+        *l *= a;
+    }
+    for col in s.chunks_exact_mut(n) {
+        for ((x, &m), l) in col.iter_mut().zip(&state.shift).zip(&mut state.sum) {
+            *x = exp_nonpositive(*x - m);
+            *l += *x;
+        }
+    }
+    for (acc, &a) in state.acc.chunks_exact_mut(dv).zip(&state.alpha) {
+        if a != 1.0 {
+            scale(acc, a);
         }
     }
 }
 
-/// `acc += p · v[keys]`.
+/// `acc += p · v[keys]`, with `p` held `keys x rows`.
 #[inline(always)]
 fn accumulate(
     inputs: &Inputs<'_>,
@@ -266,11 +324,12 @@ fn accumulate(
     p: &[f32],
     acc: &mut [f32],
 ) {
+    use ndarray::ShapeBuilder;
     let (nk, dv) = (keys.len(), inputs.p.dim_v);
     let n = p.len() / nk;
     let (v, finite) = inputs.v_rows(b, g, keys.clone());
     if finite && n >= GEMM_ROWS {
-        let pm = ArrayView2::from_shape((n, nk), p);
+        let pm = ArrayView2::from_shape((n, nk).strides((1, n)), p);
         let vm = ArrayView2::from_shape((nk, dv), v);
         let am = ArrayViewMut2::from_shape((n, dv), acc);
         if let (Ok(pm), Ok(vm), Ok(mut am)) = (pm, vm, am) {
@@ -278,8 +337,8 @@ fn accumulate(
         }
         return;
     }
-    for (pr, ar) in p.chunks_exact(nk).zip(acc.chunks_exact_mut(dv)) {
-        for (&w, vr) in pr.iter().zip(v.chunks_exact(dv)) {
+    for (col, vr) in p.chunks_exact(n).zip(v.chunks_exact(dv)) {
+        for (&w, ar) in col.iter().zip(acc.chunks_exact_mut(dv)) {
             // A weight of exactly 0 adds nothing, even against an infinite or NaN value.
             if w != 0.0 {
                 axpy(ar, w, vr);

@@ -21,6 +21,9 @@ pub(crate) struct Inputs<'a> {
     /// a block of such rows may go through a matrix product (where a weight of exactly 0
     /// times an infinity would be NaN, a key the rule says adds nothing).
     pub v_finite: Vec<bool>,
+    /// K transposed, per `(b, kv head)` a row-major `(D, Lk)` matrix, for blocks whose
+    /// scores are a matrix product (see `block.rs`); empty when no block's are.
+    pub kt: Vec<f32>,
 }
 
 impl<'a> Inputs<'a> {
@@ -54,10 +57,16 @@ impl<'a> Inputs<'a> {
                 *flag = row.iter().all(|x| x.is_finite());
             }
         }
+        let k = contiguous("k", k)?;
+        let kt = match p.len_q >= super::block::GEMM_ROWS {
+            true => transposed_heads(&k, p)?,
+            false => Vec::new(),
+        };
         Ok(Self {
             p,
             q: contiguous("q", q)?,
-            k: contiguous("k", k)?,
+            k,
+            kt,
             v,
             bool_mask,
             bias,
@@ -85,6 +94,21 @@ impl<'a> Inputs<'a> {
         &slice(&self.k)[(head + keys.start) * d..(head + keys.end) * d]
     }
 
+    /// Rows `d` x columns `keys` of K transposed for kv head `g` of batch `b`, as a
+    /// `(keys, D)` view with column stride Lk (K itself, read column-major).
+    pub(crate) fn k_block_transposed(
+        &self,
+        b: usize,
+        g: usize,
+        keys: std::ops::Range<usize>,
+    ) -> Option<ndarray::ArrayView2<'_, f32>> {
+        use ndarray::ShapeBuilder;
+        let (d, lk) = (self.p.dim, self.p.len_k);
+        let head = (b * self.p.heads_kv + g) * d * lk;
+        let data = self.kt.get(head + keys.start..head + d * lk)?;
+        ndarray::ArrayView2::from_shape((keys.len(), d).strides((1, lk)), data).ok()
+    }
+
     /// Value rows `keys` of kv head `g` of batch `b`, and whether all are finite.
     pub(crate) fn v_rows(
         &self,
@@ -98,6 +122,35 @@ impl<'a> Inputs<'a> {
         let finite = self.v_finite[rows.clone()].iter().all(|&f| f);
         (&slice(&self.v)[rows.start * dv..rows.end * dv], finite)
     }
+}
+
+/// Each `(Lk, D)` head of `k` as a row-major `(D, Lk)` matrix, allocated fallibly: the
+/// layout in which the matrix product packs K with contiguous copies.
+fn transposed_heads(k: &CowArray<'_, f32, Ix4>, p: &Problem) -> Result<Vec<f32>> {
+    let (d, lk) = (p.dim, p.len_k);
+    let n = k.len();
+    let mut kt = try_vec("k", k.shape(), n, 0f32)?;
+    let transpose = |(src, dst): (&[f32], &mut [f32])| {
+        for (j, row) in src.chunks_exact(d).enumerate() {
+            for (e, &x) in row.iter().enumerate() {
+                dst[e * lk + j] = x;
+            }
+        }
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        let heads = slice(k).par_chunks_exact(lk * d);
+        heads
+            .zip(kt.par_chunks_exact_mut(lk * d))
+            .for_each(transpose);
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let heads = slice(k).chunks_exact(lk * d);
+        heads.zip(kt.chunks_exact_mut(lk * d)).for_each(transpose);
+    }
+    Ok(kt)
 }
 
 /// A standard-layout array's elements (`contiguous` made every input one).

@@ -18,7 +18,8 @@ pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     let c = if x < -87.5 { -87.5 } else { x };
     // Round to nearest by the 1.5 * 2^23 trick: no rounding instruction needed.
     const MAGIC: f32 = 12_582_912.0;
-    let n = (c * std::f32::consts::LOG2_E + MAGIC) - MAGIC;
+    let t = c * std::f32::consts::LOG2_E + MAGIC;
+    let n = t - MAGIC;
     let r = c - n * 0.693_359_4 + n * 2.121_944_4e-4;
     let mut p = 1.987_569_1e-4;
     p = p * r + 1.398_199_9e-3;
@@ -27,58 +28,15 @@ pub(crate) fn exp_nonpositive(x: f32) -> f32 {
     p = p * r + 0.166_666_65;
     p = p * r + 0.5;
     let e = p * r * r + r + 1.0;
-    // n is in [-127, 0] here (NaN casts to 0, and e is NaN then anyway).
-    let two_n = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    // 2^n from t's bits, whose low bits hold n (t = 1.5 * 2^23 + n): n + 127, in [1, 127]
+    // here, shifted into the exponent (the higher bits shift out). No float-to-integer
+    // conversion, which would not vectorise. A NaN x leaves e NaN, whatever this is.
+    let two_n = f32::from_bits(t.to_bits().wrapping_add(127) << 23);
     if x < -87.5 {
         0.0
     } else {
         e * two_n
     }
-}
-
-/// The largest element ignoring NaN (`-inf` for none), and whether any is NaN.
-#[inline(always)]
-pub(crate) fn max_and_nan(xs: &[f32]) -> (f32, bool) {
-    let mut m = [f32::NEG_INFINITY; W];
-    let mut nan = [false; W];
-    let chunks = xs.chunks_exact(W);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for l in 0..W {
-            m[l] = if c[l] > m[l] { c[l] } else { m[l] };
-            nan[l] |= c[l].is_nan();
-        }
-    }
-    let mut best = f32::NEG_INFINITY;
-    let mut any = false;
-    for (&x, &n) in m.iter().zip(&nan) {
-        best = if x > best { x } else { best };
-        any |= n;
-    }
-    for &x in tail {
-        best = if x > best { x } else { best };
-        any |= x.is_nan();
-    }
-    (best, any)
-}
-
-/// Replaces each `x` by `exp(x - m)` and returns their sum.
-#[inline(always)]
-pub(crate) fn exp_shifted_sum(xs: &mut [f32], m: f32) -> f32 {
-    let mut s = [0f32; W];
-    let mut chunks = xs.chunks_exact_mut(W);
-    for c in &mut chunks {
-        for l in 0..W {
-            c[l] = exp_nonpositive(c[l] - m);
-            s[l] += c[l];
-        }
-    }
-    let mut total = 0f32;
-    for x in chunks.into_remainder() {
-        *x = exp_nonpositive(*x - m);
-        total += *x;
-    }
-    s.iter().sum::<f32>() + total
 }
 
 /// `a · b` over equal-length slices.
@@ -138,20 +96,12 @@ mod tests {
     }
 
     #[test]
-    fn reductions_see_every_element() {
+    fn dot_sees_every_element() {
         for n in [0, 1, 15, 16, 17, 40] {
             let xs: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
-            let (m, nan) = max_and_nan(&xs);
-            let want = xs.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            assert_eq!((m, nan), (want, false), "n = {n}");
             let ys: Vec<f32> = xs.iter().map(|x| x * 2.0).collect();
             let want: f32 = xs.iter().zip(&ys).map(|(a, b)| a * b).sum();
             assert!((dot(&xs, &ys) - want).abs() < 1e-5, "n = {n}");
-            for at in 0..n {
-                let mut with = xs.clone();
-                with[at] = f32::NAN;
-                assert!(max_and_nan(&with).1, "NaN at {at} of {n}");
-            }
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The fast CPU path (`attention_cpu`) against the float64 reference at the edges of its
-//! own blocks (64 query rows, 256 keys, 4 rows where the products become matrix
+//! own blocks (128 query rows, 256 keys, 4 rows where the products become matrix
 //! products), with every option; every GPU check in the other modules runs it too
 //! (`common::check_against_reference`).
 
@@ -46,6 +46,9 @@ fn shapes_straddling_the_blocks() {
         (63, 17),
         (64, 513),
         (65, 300),
+        (127, 31),
+        (128, 257),
+        (131, 260),
         (129, 64),
     ] {
         for causal in [false, true] {
