@@ -288,12 +288,17 @@ fn softmax_step(state: &mut Rows, s: &mut [f32], n: usize, dv: usize) {
             *m = if take { x } else { *m };
         }
     }
-    for r in 0..n {
-        let (old, new) = (state.max[r], state.shift[r]);
-        state.max[r] = new;
+    let rows = state
+        .max
+        .iter_mut()
+        .zip(&mut state.shift)
+        .zip(&mut state.alpha);
+    for ((max, shift), alpha) in rows {
+        let (old, new) = (*max, *shift);
+        *max = new;
         // Nothing allowed yet: every logit is -inf, and a shift of 0 makes each weight 0.
         // Otherwise -inf - new is -inf for a first allowed block (sum and output were 0).
-        (state.shift[r], state.alpha[r]) = match new == f32::NEG_INFINITY {
+        (*shift, *alpha) = match new == f32::NEG_INFINITY {
             true => (0.0, 1.0),
             false => (new, exp_nonpositive(old - new)),
         };

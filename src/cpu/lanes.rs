@@ -46,8 +46,8 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (ca, cb) = (a.chunks_exact(W), b.chunks_exact(W));
     let (ta, tb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        for l in 0..W {
-            s[l] += x[l] * y[l];
+        for ((acc, &a), &b) in s.iter_mut().zip(x).zip(y) {
+            *acc += a * b;
         }
     }
     let tail: f32 = ta.iter().zip(tb).map(|(x, y)| x * y).sum();
