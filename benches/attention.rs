@@ -1,12 +1,14 @@
 //! The shape ladder: prefill (B = 1, H = 8, D = 64 at L = 128, 512, 2048, causal and not)
 //! and decoding (Lq = 1 against Lk = 4096 and 32768, 32 query heads over 8 K/V heads),
-//! on the CPU reference (`cpu_`), the three-kernel path (`gpu_staged_`), the fused
-//! kernel (`gpu_fused_`) and split-KV decoding (`gpu_decode_`).
+//! on the fast CPU path (`cpu_`, f32 flash attention on every core), the float64
+//! reference (`reference_`), the three-kernel path (`gpu_staged_`), the fused kernel
+//! (`gpu_fused_`) and split-KV decoding (`gpu_decode_`).
 //!
-//! Every GPU path is checked against the CPU reference (on the first query head, to
-//! keep the check quick) before it is timed. Timing submits many calls and waits once,
-//! so no iteration blocks on the device. The CPU reference (f64 loops) runs only where
-//! it takes under a second or so a call: the L = 128 prefill and the Lk = 4096 decode.
+//! Every path is checked against the reference (on the first query head, to keep the
+//! check quick) before it is timed. GPU timing submits many calls and waits once, so no
+//! iteration blocks on the device. The reference (f64 loops, one thread) is timed only
+//! where it takes under a second or so a call: the L = 128 prefill and the Lk = 4096
+//! decode. `benches/jax_cpu.py` times JAX's XLA CPU on the same shapes.
 //!
 //! `cargo bench --bench attention`; `WGPU_ADAPTER_NAME` picks the adapter.
 
@@ -23,8 +25,8 @@ struct Shape {
     len_q: usize,
     len_k: usize,
     causal: bool,
-    /// The CPU reference is timed too.
-    cpu: bool,
+    /// The float64 reference is timed too.
+    reference: bool,
     /// The decode kernel is timed too.
     decode: bool,
 }
@@ -39,7 +41,7 @@ const fn prefill(name: &'static str, len: usize, causal: bool) -> Shape {
         len_q: len,
         len_k: len,
         causal,
-        cpu: len <= 128,
+        reference: len <= 128,
         decode: false,
     }
 }
@@ -52,7 +54,7 @@ const fn decoding(name: &'static str, len_k: usize) -> Shape {
         len_q: 1,
         len_k,
         causal: false,
-        cpu: len_k <= 4096,
+        reference: len_k <= 4096,
         decode: true,
     }
 }
@@ -84,22 +86,22 @@ fn wait(ctx: &GpuContext) {
         .expect("device wait");
 }
 
-/// Checks `path` on the device against the CPU reference on query head 0.
-fn validate_path(
-    ctx: &GpuContext,
+/// Checks `got` (a path's output on q, k, v) against the reference on query head 0.
+fn validate_output(
+    got: &AttentionOutput,
     q: &Array4<f32>,
     k: &Array4<f32>,
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
     what: &str,
 ) {
-    let gpu = attention(ctx, q.view(), k.view(), v.view(), opts).expect(what);
+    let gpu = got;
     let (q0, k0, v0) = (
         q.slice(s![.., 0..1, .., ..]),
         k.slice(s![.., 0..1, .., ..]),
         v.slice(s![.., 0..1, .., ..]),
     );
-    let cpu = attention_cpu(q0, k0, v0, opts).expect("reference");
+    let cpu = attention_reference(q0, k0, v0, opts).expect("reference");
     let got = gpu.out.slice(s![.., 0..1, .., ..]);
     for (g, w) in got.iter().zip(cpu.out.iter()) {
         assert!(
@@ -126,9 +128,15 @@ fn bench_shapes(c: &mut Criterion) {
             path,
             ..Default::default()
         };
-        if shape.cpu {
-            group.bench_function(format!("cpu_{}", shape.name), |b| {
-                b.iter(|| attention_cpu(q.view(), k.view(), v.view(), &opts(KernelPath::Auto)))
+        let cpu_opts = opts(KernelPath::Auto);
+        let fast = attention_cpu(q.view(), k.view(), v.view(), &cpu_opts).expect("fast cpu");
+        validate_output(&fast, &q, &k, &v, &cpu_opts, &format!("{} cpu", shape.name));
+        group.bench_function(format!("cpu_{}", shape.name), |b| {
+            b.iter(|| attention_cpu(q.view(), k.view(), v.view(), &cpu_opts))
+        });
+        if shape.reference {
+            group.bench_function(format!("reference_{}", shape.name), |b| {
+                b.iter(|| attention_reference(q.view(), k.view(), v.view(), &cpu_opts))
             });
         }
         let up =
@@ -143,7 +151,9 @@ fn bench_shapes(c: &mut Criterion) {
         }
         for (id, path) in paths {
             let o = opts(path);
-            validate_path(&ctx, &q, &k, &v, &o, &format!("{} {id}", shape.name));
+            let what = format!("{} {id}", shape.name);
+            let gpu = attention(&ctx, q.view(), k.view(), v.view(), &o).expect(&what);
+            validate_output(&gpu, &q, &k, &v, &o, &what);
             let outputs =
                 GpuOutputs::allocate(&ctx, q.shape(), k.shape(), v.shape(), &o).expect("outputs");
             group.bench_function(format!("{id}_{}", shape.name), |b| {

@@ -11,6 +11,7 @@ use std::time::Instant;
 use ndarray::{Array4, Ix4};
 
 use crate::api::{check_call, GpuOutputs};
+use crate::cpu::attention_cpu;
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor as f16;
@@ -22,7 +23,6 @@ use crate::gpu::kernels::elem::Elem;
 use crate::host_memory::{bytes_of, check_host_bytes, elements, try_zeros};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::{validate, Problem};
-use crate::reference::attention_cpu;
 
 /// The most timed runs one measurement takes: a median needs far fewer, and each run's
 /// sample is kept.
@@ -385,8 +385,8 @@ pub fn bench_gpu(ctx: &GpuContext, config: &BenchConfig) -> Result<BenchResult> 
     pollster::block_on(bench_gpu_async(ctx, config))
 }
 
-/// Measures the CPU reference on `config` (wall time, `iters` runs after no warm-up:
-/// the reference has nothing to compile). Slow: plain f64 loops.
+/// Measures the fast CPU path ([`attention_cpu`]) on `config`: wall time of `iters`
+/// runs after one untimed call (which starts rayon's threads).
 ///
 /// # Errors
 /// Input errors of the shape and options.
@@ -397,6 +397,7 @@ pub fn bench_cpu(config: &BenchConfig) -> Result<BenchResult> {
         ..Default::default()
     };
     let (q, k, v) = inputs(config)?;
+    attention_cpu(q.view(), k.view(), v.view(), &opts)?;
     let mut samples = Vec::with_capacity(config.iters);
     for _ in 0..config.iters {
         let started = Instant::now();

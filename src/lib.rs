@@ -33,7 +33,9 @@
 //!
 //! [`attention`] (blocking, native) and [`attention_async`] take ndarray views and return
 //! arrays; [`attention_gpu_async`] keeps [`GpuTensor`]s on the device. [`attention_cpu`]
-//! is the reference. A [`GpuContext`] comes from the best adapter ([`GpuContext::new`])
+//! is the fast CPU path (f32 flash attention on rayon's threads, for machines and
+//! browsers without an adapter); [`attention_reference`] is the float64 reference every
+//! path, that one included, is tested against. A [`GpuContext`] comes from the best adapter ([`GpuContext::new`])
 //! or from an application's own device ([`GpuContext::from_device`]). To record attention
 //! into the application's own command encoder, between its own passes and on its own
 //! buffers, prepare it once with [`PreparedAttention::new`] and call
@@ -46,6 +48,7 @@
 mod api;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+mod cpu;
 mod error;
 mod gpu;
 mod host_memory;
@@ -63,6 +66,7 @@ pub use api::attention;
 pub use api::{
     attention_async, attention_gpu_async, attention_gpu_into_async, kernel_path, GpuOutputs,
 };
+pub use cpu::attention_cpu;
 pub use error::{AttentionError, Result};
 pub use gpu::device::context::{enumerate_adapters, GpuContext};
 pub use gpu::device::tensor::GpuTensor;
@@ -85,7 +89,7 @@ pub use prepared::{AttentionBuffers, PreparedAttention};
 #[doc(hidden)]
 pub use problem::validate_calls_for_tests;
 pub use problem::{validate, MaskKind, MaskLayout, Problem, MAX_SEQ_LEN};
-pub use reference::attention_cpu;
+pub use reference::attention_reference;
 
 /// The README's examples run as doctests.
 #[cfg(doctest)]

@@ -19,11 +19,13 @@ use crate::options::{AttentionOptions, Mask};
 use crate::output::AttentionOutput;
 use crate::problem::validate;
 
-/// Computes attention on the CPU. Same options, same outputs, same errors as the GPU.
+/// Computes attention on the CPU in float64, following the formula line by line: the
+/// oracle every path is tested against (slow on purpose; [`attention_cpu`](crate::attention_cpu)
+/// is the fast f32 CPU path). Same options, same outputs, same errors as the GPU.
 ///
 /// # Errors
 /// Any input error of [`validate`](crate::validate).
-pub fn attention_cpu(
+pub fn attention_reference(
     q: ArrayView4<'_, f32>,
     k: ArrayView4<'_, f32>,
     v: ArrayView4<'_, f32>,

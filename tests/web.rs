@@ -24,7 +24,7 @@ use common::{assert_close, qkv, Rng, ATOL, RTOL};
 use ndarray::{Array, Array2, Array4, ArrayD, IxDyn};
 use wasm_bindgen_test::{console_log, wasm_bindgen_test, wasm_bindgen_test_configure};
 use wgpu_attention::{
-    attention_async, attention_cpu, attention_gpu_into_async, fused_kernel_taken, Alignment,
+    attention_async, attention_gpu_into_async, attention_reference, fused_kernel_taken, Alignment,
     AttentionError, AttentionOptions, FusedKernel, GpuContext, GpuOutputs, GpuTensor, KernelPath,
     Mask, Precision, Window,
 };
@@ -107,7 +107,7 @@ async fn check_requested(
         .read_async(&ctx)
         .await
         .unwrap_or_else(|e| panic!("{what}: readback failed: {e}"));
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), opts)
+    let cpu = attention_reference(q.view(), k.view(), v.view(), opts)
         .unwrap_or_else(|e| panic!("{what}: CPU reference failed: {e}"));
     let name = |part: &str| format!("{what}: {part}");
     assert_close(&name("out"), gpu.out.view(), cpu.out.view(), ATOL, RTOL);
@@ -119,6 +119,8 @@ async fn check_requested(
         let (gl, cl) = (gpu.lse.expect("lse"), cpu.lse.expect("lse"));
         assert_close(&name("lse"), gl.view(), cl.view(), ATOL, RTOL);
     }
+    // The fast CPU path as built for the browser (one thread, SIMD128 where enabled).
+    common::check_fast_cpu(what, q, k, v, opts, &cpu);
 }
 
 /// [`check_requested`] with weights and lse both asked for.
@@ -248,7 +250,7 @@ async fn attention_async_matches_the_reference() {
     let gpu = attention_async(&ctx, q.view(), k.view(), v.view(), &opts)
         .await
         .expect("GPU call");
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("CPU call");
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).expect("CPU call");
     assert_close(
         "attention_async out",
         gpu.out.view(),
@@ -273,7 +275,7 @@ async fn f16_says_when_it_is_unavailable() {
     match got {
         Err(AttentionError::Unsupported(msg)) => assert!(msg.contains("f16"), "{msg}"),
         Ok(gpu) if has_f16 => {
-            let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("CPU call");
+            let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).expect("CPU call");
             let diff: f32 = (&gpu.out - &cpu.out).iter().map(|x| x * x).sum();
             let norm: f32 = cpu.out.iter().map(|x| x * x).sum();
             assert!(

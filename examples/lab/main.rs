@@ -26,8 +26,9 @@ use wgpu_attention::model::llama::LlamaModel;
 use wgpu_attention::model::{words, GenerateOptions, Model, ModelError, ModelGpu, Sampling};
 use wgpu_attention::viz::{word_attention, Grid, Heatmap};
 use wgpu_attention::{
-    attention_async, attention_cpu, mha_async, mha_cpu, mha_incremental_async, AttentionOptions,
-    GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections, Window,
+    attention_async, attention_cpu, attention_reference, mha_async, mha_cpu, mha_incremental_async,
+    AttentionOptions, GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections,
+    Window,
 };
 
 thread_local! {
@@ -372,12 +373,15 @@ async fn run(req: &Value) -> Result<Value, String> {
         return_weights: true,
         ..Default::default()
     };
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?;
+    // The badge's side is the float64 reference; without WebGPU the fast CPU path (one
+    // thread, SIMD128 where the build enables it) is what the page shows.
+    let cpu =
+        attention_reference(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?;
     let shown = match &ctx {
         Some(ctx) => attention_async(ctx, q.view(), k.view(), v.view(), &opts)
             .await
             .map_err(|e| e.to_string())?,
-        None => cpu.clone(),
+        None => attention_cpu(q.view(), k.view(), v.view(), &opts).map_err(|e| e.to_string())?,
     };
     let w = shown.weights.clone().expect("asked for weights");
     let w_cpu = cpu.weights.clone().expect("asked for weights");

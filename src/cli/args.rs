@@ -187,7 +187,7 @@ pub struct BenchArgs {
     /// Causal (top-left) masking; FLOPs count only the allowed pairs.
     #[arg(long)]
     pub causal: bool,
-    /// What to measure: the GPU, the CPU reference (f64 loops, slow), or both.
+    /// What to measure: the GPU, the fast CPU path (f32 flash attention), or both.
     #[arg(long, value_enum, default_value_t = BenchBackend::Gpu)]
     pub backend: BenchBackend,
     /// GPU kernel path; auto reports the path it chose.
@@ -270,11 +270,11 @@ pub struct RunArgs {
     /// Also write the natural-log log-sum-exp of each row, (B, Hq, Lq), f32.
     #[arg(long, value_name = "L.npy")]
     pub lse: Option<PathBuf>,
-    /// Where to compute: the GPU kernels or the CPU reference (f64 loops).
+    /// Where to compute: the GPU kernels or the CPU (f32 flash attention on every core).
     #[arg(long, value_enum, default_value_t = Backend::Gpu)]
     pub backend: Backend,
     /// Storage precision of q, k, v. f16 on the GPU needs the adapter's shader-f16; on the
-    /// CPU it rounds q, k and v to f16 before the reference runs.
+    /// CPU it rounds q, k and v to f16 before the CPU path runs.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
     /// GPU kernel path; auto picks one per call.

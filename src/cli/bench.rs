@@ -1,4 +1,4 @@
-//! `wgpu-attention bench`: measures one shape on the GPU, the CPU reference or both, and
+//! `wgpu-attention bench`: measures one shape on the GPU, the fast CPU path or both, and
 //! prints a table, or writes one JSON object per line (to stdout or a file).
 
 use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing, MAX_ITERS};
@@ -137,7 +137,7 @@ pub fn run(args: &BenchArgs, quiet: bool) -> Result<(), CliError> {
     if matches!(args.backend, BenchBackend::Cpu | BenchBackend::Both) {
         let _progress = Progress::start(
             quiet,
-            &format!("CPU reference (f64): {} timed runs", config.iters),
+            &format!("CPU (f32 flash attention): {} timed runs", config.iters),
         );
         results.push(bench_cpu(&config).map_err(blame)?);
     }

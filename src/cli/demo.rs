@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use ndarray::Array4;
-use wgpu_attention::{attention, attention_cpu, AttentionOptions, GpuContext};
+use wgpu_attention::{attention, attention_reference, AttentionOptions, GpuContext};
 
 use super::exit::CliError;
 use super::info::describe;
@@ -38,7 +38,7 @@ pub fn run(quiet: bool) -> Result<(), CliError> {
     progress.step("timed GPU call");
     let (gpu, gpu_time) = timed(|| attention(&ctx, q.view(), k.view(), v.view(), &opts))?;
     progress.step("CPU reference (f64)");
-    let (cpu, cpu_time) = timed(|| attention_cpu(q.view(), k.view(), v.view(), &opts))?;
+    let (cpu, cpu_time) = timed(|| attention_reference(q.view(), k.view(), v.view(), &opts))?;
     drop(progress);
 
     let mut max_err = 0f32;

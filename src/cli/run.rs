@@ -94,7 +94,7 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(), CliError> {
             result
         }
         Backend::Cpu if args.precision == PrecisionArg::F16 => {
-            // f16 storage on the CPU: round the inputs, then run the f64 reference.
+            // f16 storage on the CPU: round the inputs, then run the CPU path.
             let (q, k, v) = (round_f16(&q), round_f16(&k), round_f16(&v));
             attention_cpu(q.view(), k.view(), v.view(), &opts)?
         }
@@ -102,7 +102,7 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(), CliError> {
     };
     if args.verbose && args.backend == Backend::Cpu {
         eprintln!(
-            "backend: the CPU reference (f64); {:.1} ms",
+            "backend: the CPU (f32 flash attention); {:.1} ms",
             started.elapsed().as_secs_f64() * 1e3
         );
     }

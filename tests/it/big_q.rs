@@ -44,7 +44,7 @@ fn q_larger_than_one_binding_matches_the_reference() {
         let g = h / group;
         let one = |a: &ndarray::Array4<f32>, i: usize| a.slice(s![.., i..i + 1, .., ..]).to_owned();
         let (qh, kh, vh) = (one(&q, h), one(&k, g), one(&v, g));
-        let cpu = attention_cpu(qh.view(), kh.view(), vh.view(), &opts).unwrap();
+        let cpu = attention_reference(qh.view(), kh.view(), vh.view(), &opts).unwrap();
         let got_out = gpu.out.slice(s![.., h..h + 1, .., ..]);
         assert_close(
             &format!("out head {h}"),

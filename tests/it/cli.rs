@@ -9,7 +9,9 @@ use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use crate::common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
 use ndarray_npy::read_npy;
-use wgpu_attention::{attention_cpu, Alignment, AttentionOptions, Mask, Window};
+use wgpu_attention::{
+    attention_cpu, attention_reference, Alignment, AttentionOptions, Mask, Window,
+};
 
 fn assert_success(what: &str, out: &Output) {
     assert_eq!(
@@ -85,7 +87,8 @@ struct Case<'a> {
 }
 
 /// Runs the case on both backends; each must match the library's reference
-/// (the GPU within docs/DESIGN.md's f32 bound, the CPU backend exactly), for out, weights and lse.
+/// (the GPU within docs/DESIGN.md's f32 bound, the CPU backend exactly the library's
+/// fast CPU path), for out, weights and lse.
 fn check_both_backends(case: Case<'_>) {
     let dir = TempDir::new(case.name);
     let (q, k, v) = (
@@ -98,9 +101,14 @@ fn check_both_backends(case: Case<'_>) {
         return_lse: true,
         ..case.opts
     };
-    let want = attention_cpu(case.q.view(), case.k.view(), case.v.view(), &opts)
+    let reference = attention_reference(case.q.view(), case.k.view(), case.v.view(), &opts)
         .expect("reference accepts the case");
+    // The CPU backend runs the library's fast CPU path: it must write exactly what that
+    // returns, which in turn must meet the f32 bound against the reference.
+    let fast =
+        crate::common::check_fast_cpu(case.name, &case.q, &case.k, &case.v, &opts, &reference);
     for backend in ["gpu", "cpu"] {
+        let want = if backend == "gpu" { &reference } else { &fast };
         let out = dir.path(&format!("out-{backend}.npy"));
         let weights = dir.path(&format!("w-{backend}.npy"));
         let lse = dir.path(&format!("lse-{backend}.npy"));
@@ -292,8 +300,8 @@ fn run_reads_f64_f16_int32_and_fortran_inputs() {
     ]);
     assert_success("f16 q on the GPU", &status);
     let q16 = q.mapv(|x| half::f16::from_f32(x).to_f32());
-    let want =
-        attention_cpu(q16.view(), k16.view(), v.view(), &Default::default()).expect("reference");
+    let want = attention_reference(q16.view(), k16.view(), v.view(), &Default::default())
+        .expect("reference");
     assert_close("out", read4(&out).view(), want.out.view(), ATOL, RTOL);
 }
 

@@ -309,28 +309,55 @@ pub fn check_against_reference_on(
 ) -> AttentionOutput {
     let gpu =
         gpu_nan_prefilled_on(ctx, q, k, v, opts).unwrap_or_else(|e| panic!("{what}: gpu: {e}"));
-    let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts)
-        .unwrap_or_else(|e| panic!("{what}: cpu: {e}"));
+    let cpu = wgpu_attention::attention_reference(q.view(), k.view(), v.view(), opts)
+        .unwrap_or_else(|e| panic!("{what}: reference: {e}"));
+    assert_matches_reference(&format!("{what}: gpu"), &gpu, &cpu, opts);
+    check_fast_cpu(what, q, k, v, opts, &cpu);
+    gpu
+}
+
+/// Runs the fast CPU path on what a GPU path was just checked on, against the same
+/// reference result: every GPU check checks the CPU path too.
+pub fn check_fast_cpu(
+    what: &str,
+    q: &Array4<f32>,
+    k: &Array4<f32>,
+    v: &Array4<f32>,
+    opts: &AttentionOptions<'_>,
+    reference: &AttentionOutput,
+) -> AttentionOutput {
+    let fast = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts)
+        .unwrap_or_else(|e| panic!("{what}: fast cpu: {e}"));
+    assert_matches_reference(&format!("{what}: fast cpu"), &fast, reference, opts);
+    fast
+}
+
+/// Compares every output `opts` asked for at the f32 bound, and that no other is there.
+pub fn assert_matches_reference(
+    what: &str,
+    got: &AttentionOutput,
+    want: &AttentionOutput,
+    opts: &AttentionOptions<'_>,
+) {
     assert_close(
         &format!("{what}: out"),
-        gpu.out.view(),
-        cpu.out.view(),
+        got.out.view(),
+        want.out.view(),
         ATOL,
         RTOL,
     );
-    if let (Some(g), Some(c)) = (&gpu.weights, &cpu.weights) {
+    if let (Some(g), Some(c)) = (&got.weights, &want.weights) {
         assert_close(&format!("{what}: weights"), g.view(), c.view(), ATOL, RTOL);
     }
-    if let (Some(g), Some(c)) = (&gpu.lse, &cpu.lse) {
+    if let (Some(g), Some(c)) = (&got.lse, &want.lse) {
         assert_close(&format!("{what}: lse"), g.view(), c.view(), ATOL, RTOL);
     }
     assert_eq!(
-        gpu.weights.is_some(),
+        got.weights.is_some(),
         opts.return_weights,
         "{what}: weights presence"
     );
-    assert_eq!(gpu.lse.is_some(), opts.return_lse, "{what}: lse presence");
-    gpu
+    assert_eq!(got.lse.is_some(), opts.return_lse, "{what}: lse presence");
 }
 
 /// A device and queue opened by the test itself, as an application would, with the
@@ -373,8 +400,10 @@ pub fn rejected_alike(
     opts: &AttentionOptions<'_>,
 ) -> wgpu_attention::AttentionError {
     let gpu = wgpu_attention::attention(ctx(), q.view(), k.view(), v.view(), opts).unwrap_err();
-    let cpu = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts).unwrap_err();
+    let cpu = wgpu_attention::attention_reference(q.view(), k.view(), v.view(), opts).unwrap_err();
     assert_eq!(gpu, cpu, "backends disagree");
+    let fast = wgpu_attention::attention_cpu(q.view(), k.view(), v.view(), opts).unwrap_err();
+    assert_eq!(fast, cpu, "the fast CPU path disagrees with the reference");
     gpu
 }
 

@@ -4,7 +4,9 @@
 use crate::common::*;
 use ndarray::Array4;
 use wgpu::util::DeviceExt;
-use wgpu_attention::{attention_cpu, attention_gpu_async, AttentionOptions, GpuContext, GpuTensor};
+use wgpu_attention::{
+    attention_gpu_async, attention_reference, AttentionOptions, GpuContext, GpuTensor,
+};
 
 #[test]
 fn application_device_and_buffers_are_used_in_place() {
@@ -30,7 +32,7 @@ fn application_device_and_buffers_are_used_in_place() {
     };
     let out = pollster::block_on(attention_gpu_async(&ctx, &t, &t, &t, &opts)).unwrap();
     let got = pollster::block_on(out.read_async(&ctx)).unwrap();
-    let want = attention_cpu(x.view(), x.view(), x.view(), &opts).unwrap();
+    let want = attention_reference(x.view(), x.view(), x.view(), &opts).unwrap();
     assert_close("app device", got.out.view(), want.out.view(), ATOL, RTOL);
 }
 
@@ -68,10 +70,10 @@ fn outputs_chain_on_the_device() {
     ))
     .unwrap();
     let got = pollster::block_on(second.read_async(ctx)).unwrap();
-    let mid = attention_cpu(x.view(), x.view(), x.view(), &opts)
+    let mid = attention_reference(x.view(), x.view(), x.view(), &opts)
         .unwrap()
         .out;
-    let want = attention_cpu(mid.view(), mid.view(), mid.view(), &opts).unwrap();
+    let want = attention_reference(mid.view(), mid.view(), mid.view(), &opts).unwrap();
     assert_close("chained", got.out.view(), want.out.view(), ATOL, RTOL);
     let back = first.out.read(ctx).unwrap();
     assert_eq!(back.shape(), &[2, 3, 17, 8]);

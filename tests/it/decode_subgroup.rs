@@ -172,7 +172,7 @@ fn f16_storage_within_bound() {
         return;
     }
     let gpu = gpu.expect("gpu f16");
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("cpu");
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).expect("cpu");
     let e = frobenius(gpu.out.view(), cpu.out.view());
     assert!(e <= F16_BOUND, "out relative error {e}");
     let e = frobenius(gpu.lse.unwrap().view(), cpu.lse.unwrap().view());

@@ -64,7 +64,7 @@ fn lost_device_fails_promptly_and_a_new_context_works() {
 
     let fresh = GpuContext::new().expect("a new context after a loss");
     let gpu = attention(&fresh, q.view(), k.view(), v.view(), &opts).unwrap();
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
     assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
 }
 
@@ -83,7 +83,7 @@ fn invalid_dispatch_is_a_device_error_and_the_context_survives() {
     let (q, k, v) = inputs();
     let opts = AttentionOptions::default();
     let gpu = attention(ctx, q.view(), k.view(), v.view(), &opts).unwrap();
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
     assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
 }
 
@@ -111,7 +111,7 @@ fn destroyed_input_buffer_is_a_device_error() {
     ))
     .unwrap();
     let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
     assert_close("out", got.out.view(), cpu.out.view(), ATOL, RTOL);
 }
 
@@ -158,7 +158,7 @@ fn tensors_beyond_max_buffer_size_are_too_large_before_the_device_is_touched() {
         rng.array4((1, 1, 600, 4)),
     );
     let gpu = attention(&ctx, q.view(), k.view(), v.view(), &opts).unwrap();
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
     assert_close("out", gpu.out.view(), cpu.out.view(), ATOL, RTOL);
     // Direct allocations are checked the same way, including counts that overflow.
     let r = GpuTensor::empty(&ctx, &[1 << 20]);

@@ -25,7 +25,7 @@ fn check_f16(
     v: &Array4<f32>,
     opts: &AttentionOptions<'_>,
 ) {
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), opts).expect("cpu");
+    let cpu = attention_reference(q.view(), k.view(), v.view(), opts).expect("cpu");
     // From host arrays: uploaded as f16.
     let host = attention(ctx(), q.view(), k.view(), v.view(), opts).expect("gpu f16");
     // From f32 device tensors into NaN-filled outputs: converted on the device.

@@ -8,7 +8,8 @@ use ndarray::{Array1, Array4, ArrayD};
 use ndarray_npy::read_npy;
 use serde_json::Value;
 use wgpu_attention::{
-    attention_cpu, Alignment, AttentionOptions, AttentionOutput, KernelPath, Mask, Window,
+    attention_cpu, attention_reference, Alignment, AttentionOptions, AttentionOutput, KernelPath,
+    Mask, Window,
 };
 
 fn dir() -> PathBuf {
@@ -111,7 +112,7 @@ fn compare(what: &str, got: &AttentionOutput, want: &AttentionOutput) {
 #[test]
 fn cpu_reference_matches_jax() {
     for c in cases() {
-        let got = attention_cpu(
+        let got = attention_reference(
             c.q.view(),
             c.k.view(),
             c.v.view(),
@@ -119,6 +120,21 @@ fn cpu_reference_matches_jax() {
         )
         .unwrap();
         compare(&format!("cpu {}", c.name), &got, &c.expected);
+    }
+}
+
+#[test]
+fn fast_cpu_matches_jax() {
+    for c in cases() {
+        for weights in [true, false] {
+            let opts = options(&c, KernelPath::Auto, weights);
+            let got = attention_cpu(c.q.view(), c.k.view(), c.v.view(), &opts).unwrap();
+            compare(
+                &format!("fast cpu {} (weights {weights})", c.name),
+                &got,
+                &c.expected,
+            );
+        }
     }
 }
 

@@ -224,7 +224,7 @@ macro_rules! forced_kernel_tests {
             let got =
                 attention(kernel_ctx(), q.view(), k.view(), v.view(), &opts).expect("gpu f16");
             // The reference computes in f32 from the same values.
-            let want = attention_cpu(q.view(), k.view(), v.view(), &opts).expect("cpu");
+            let want = attention_reference(q.view(), k.view(), v.view(), &opts).expect("cpu");
             let num: f32 = (&got.out - &want.out).iter().map(|x| x * x).sum();
             let den: f32 = want.out.iter().map(|x| x * x).sum();
             let rel = (num / den).sqrt();

@@ -19,6 +19,7 @@ mod cli_random_args;
 mod common;
 mod concurrency;
 mod context;
+mod cpu_fast;
 mod decode;
 mod decode_subgroup;
 mod determinism;

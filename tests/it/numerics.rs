@@ -239,6 +239,7 @@ fn empty_batch_and_empty_dimensions_are_rejected() {
         let (q, k) = (z(qs), z(ks));
         for r in [
             attention(ctx(), q.view(), k.view(), k.view(), &Default::default()),
+            attention_reference(q.view(), k.view(), k.view(), &Default::default()),
             attention_cpu(q.view(), k.view(), k.view(), &Default::default()),
         ] {
             match r {
@@ -281,7 +282,7 @@ fn additive_minus_inf_masks_non_finite_keys_like_a_boolean_mask() {
         mask: Some(Mask::Bool(keep.view())),
         ..all_outputs()
     };
-    let cpu = attention_cpu(q.view(), k.view(), v.view(), &additive).unwrap();
+    let cpu = attention_reference(q.view(), k.view(), v.view(), &additive).unwrap();
     assert!(
         cpu.out.iter().all(|x| x.is_finite()),
         "reference: {:?}",
@@ -289,9 +290,13 @@ fn additive_minus_inf_masks_non_finite_keys_like_a_boolean_mask() {
     );
     assert_eq!(
         cpu,
-        attention_cpu(q.view(), k.view(), v.view(), &boolean).unwrap()
+        attention_reference(q.view(), k.view(), v.view(), &boolean).unwrap()
     );
     check_every_path("-inf bias over NaN keys", &q, &k, &v, &additive);
+    let fast = |o: &AttentionOptions<'_>| attention_cpu(q.view(), k.view(), v.view(), o).unwrap();
+    let (a, bo) = (fast(&additive), fast(&boolean));
+    assert!(a.out.iter().all(|x| x.is_finite()), "fast cpu: {:?}", a.out);
+    assert_eq!(output_bits(&a), output_bits(&bo), "fast cpu");
     let f16 = ctx().features().contains(wgpu::Features::SHADER_F16);
     let mut runs = vec![(KernelPath::Staged, Precision::F32)];
     for path in [KernelPath::Fused, KernelPath::Decode] {
@@ -330,6 +335,7 @@ fn plus_infinity_or_nan_in_an_additive_mask_is_refused() {
             ..Default::default()
         };
         for e in [
+            attention_reference(q.view(), q.view(), q.view(), &opts).unwrap_err(),
             attention_cpu(q.view(), q.view(), q.view(), &opts).unwrap_err(),
             attention(ctx(), q.view(), q.view(), q.view(), &opts).unwrap_err(),
         ] {
@@ -417,7 +423,7 @@ fn large_logits_meet_flash_attentions_criterion() {
         (s2 / n).sqrt()
     };
     assert!((100.0..200.0).contains(&logit_std), "logit std {logit_std}");
-    let reference = attention_cpu(q.view(), k.view(), v.view(), &all_outputs()).unwrap();
+    let reference = attention_reference(q.view(), k.view(), v.view(), &all_outputs()).unwrap();
     let baseline = plain_f32(&q, &k, &v);
     let base_out = max_abs_diff(&baseline.out, &reference.out);
     let base_lse = max_abs_diff(
@@ -431,29 +437,43 @@ fn large_logits_meet_flash_attentions_criterion() {
     // A floor of a few f32 ulps of the outputs' scale, for a baseline that happens to be
     // nearly exact.
     let floor = 1e-6;
-    for path in [KernelPath::Staged, KernelPath::Fused, KernelPath::Decode] {
+    let runs = [
+        (KernelPath::Staged, false),
+        (KernelPath::Fused, false),
+        (KernelPath::Decode, false),
+        (KernelPath::Auto, true),
+    ];
+    for (path, fast_cpu) in runs {
+        let path_name = match fast_cpu {
+            true => "fast cpu".to_string(),
+            false => format!("{path:?}"),
+        };
         let opts = AttentionOptions {
             path,
-            return_weights: path == KernelPath::Staged,
+            return_weights: path == KernelPath::Staged || fast_cpu,
             return_lse: true,
             ..Default::default()
         };
-        let gpu = gpu_nan_prefilled(&q, &k, &v, &opts).unwrap();
+        let gpu = match fast_cpu {
+            true => attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap(),
+            false => gpu_nan_prefilled(&q, &k, &v, &opts).unwrap(),
+        };
+        let path = &path_name;
         let err = max_abs_diff(&gpu.out, &reference.out);
         assert!(
             err <= 2.0 * base_out + floor,
-            "{path:?}: out error {err:e}, plain f32 {base_out:e}"
+            "{path}: out error {err:e}, plain f32 {base_out:e}"
         );
         let err = max_abs_diff(gpu.lse.as_ref().unwrap(), reference.lse.as_ref().unwrap());
         assert!(
             err <= 2.0 * base_lse + floor * 150.0,
-            "{path:?}: lse error {err:e}, plain f32 {base_lse:e}"
+            "{path}: lse error {err:e}, plain f32 {base_lse:e}"
         );
         if let Some(w) = &gpu.weights {
             let err = max_abs_diff(w, reference.weights.as_ref().unwrap());
             assert!(
                 err <= 2.0 * base_w + floor,
-                "{path:?}: weights error {err:e}, plain f32 {base_w:e}"
+                "{path}: weights error {err:e}, plain f32 {base_w:e}"
             );
         }
     }

@@ -6,7 +6,7 @@ use crate::common::*;
 use ndarray::{Array4, ArrayD};
 use wgpu::util::DeviceExt;
 use wgpu_attention::{
-    attention, attention_cpu, AttentionBuffers, AttentionError, AttentionOptions, GpuContext,
+    attention, attention_reference, AttentionBuffers, AttentionError, AttentionOptions, GpuContext,
     KernelPath, Mask, PreparedAttention,
 };
 
@@ -116,7 +116,7 @@ fn recorded_into_an_own_encoder_equals_attention() {
             want.out.as_slice().unwrap(),
             "{name}: recorded out differs from attention()"
         );
-        let cpu = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+        let cpu = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
         assert_close(name, got.view(), cpu.out.view().into_dyn(), ATOL, RTOL);
         if let Some(w) = &weights {
             let got = read(&ctx, w, &[2, 4, 9, 13]);
@@ -153,10 +153,10 @@ fn one_preparation_records_twice_into_one_encoder() {
         prepared.record(ctx, &mut encoder, &b).unwrap();
     }
     ctx.queue().submit([encoder.finish()]);
-    let first = attention_cpu(x.view(), x.view(), x.view(), &opts)
+    let first = attention_reference(x.view(), x.view(), x.view(), &opts)
         .unwrap()
         .out;
-    let second = attention_cpu(first.view(), first.view(), first.view(), &opts)
+    let second = attention_reference(first.view(), first.view(), first.view(), &opts)
         .unwrap()
         .out;
     let got = read(ctx, &h2, x.shape());
@@ -318,7 +318,7 @@ fn wrong_buffers_are_typed_errors_naming_the_argument() {
     let mut encoder = ctx.device().create_command_encoder(&Default::default());
     prepared.record(ctx, &mut encoder, &good).unwrap();
     ctx.queue().submit([encoder.finish()]);
-    let want = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+    let want = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
     let got = read(ctx, &w, &[1, 2, 6, 7]);
     let want_w = want.weights.unwrap().into_dyn();
     assert_close(

@@ -199,7 +199,7 @@ fn every_row_of_the_readme_table_holds() {
     }
 }
 
-/// The CPU reference holds only the outputs asked for; weights that memory cannot hold
+/// Both CPU paths hold only the outputs asked for; weights that memory cannot hold
 /// are a typed error, not an abort.
 #[test]
 fn cpu_weights_beyond_memory_are_too_large() {
@@ -208,11 +208,15 @@ fn cpu_weights_beyond_memory_are_too_large() {
         return_weights: true,
         ..Default::default()
     };
-    let e = attention_cpu(q.view(), q.view(), q.view(), &opts).unwrap_err();
-    assert!(
-        matches!(e, AttentionError::TooLarge { arg: "weights", .. }),
-        "{e}"
-    );
+    for e in [
+        attention_reference(q.view(), q.view(), q.view(), &opts).unwrap_err(),
+        attention_cpu(q.view(), q.view(), q.view(), &opts).unwrap_err(),
+    ] {
+        assert!(
+            matches!(e, AttentionError::TooLarge { arg: "weights", .. }),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use wgpu_attention::attention_cpu;
+use wgpu_attention::attention_reference;
 
 use burn_side::Burn;
 use inputs::{DEFAULT_SHAPES, Inputs, Shape};
@@ -171,7 +171,7 @@ fn row(shape: &Shape, args: &Args, m: Measured) -> Result<Row, String> {
     let diff = max_abs_diff(ours_out.iter(), burn_out.iter());
     if shape.flops() <= args.reference_max_gflop * 1e9 {
         let (q, k, v) = (inputs.q.view(), inputs.k.view(), inputs.v.view());
-        let reference = attention_cpu(q, k, v, &ours::options(shape))
+        let reference = attention_reference(q, k, v, &ours::options(shape))
             .map_err(|e| format!("reference: {e}"))?
             .out;
         ours.max_diff_vs_reference = Some(max_abs_diff(ours_out.iter(), reference.iter()));

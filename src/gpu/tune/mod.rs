@@ -589,7 +589,7 @@ mod tests {
     use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
-    use crate::reference::attention_cpu;
+    use crate::reference::attention_reference;
 
     fn data(shape: (usize, usize, usize, usize), seed: usize) -> Array4<f32> {
         Array4::from_shape_fn(shape, |(b, h, i, d)| {
@@ -640,7 +640,7 @@ mod tests {
         route.record(&mut r).unwrap();
         ctx.queue.submit([enc.finish()]);
         let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
-        let want = attention_cpu(q.view(), k.view(), v.view(), &opts).unwrap();
+        let want = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();
         for (what, g, w) in [
             (
                 "out",
