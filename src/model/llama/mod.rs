@@ -7,6 +7,7 @@
 //! built from in-memory parts ([`LlamaModel::from_parts`]) or GGUF bytes
 //! ([`LlamaModel::from_gguf_bytes`]), which is how the tests make tiny random ones.
 
+mod chat;
 mod clock;
 mod cpu;
 pub mod gguf;
@@ -25,6 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
+pub use chat::{ChatMessage, ChatTemplate};
 pub use gpu::{LlamaGpu, SOURCES as SHADER_SOURCES};
 pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
 pub use weights::{LayerWeights, LlamaConfig, LlamaWeights};
@@ -39,6 +41,9 @@ pub struct LlamaModel {
     config: LlamaConfig,
     weights: LlamaWeights,
     tokenizer: LlamaTokenizer,
+    /// `tokenizer.chat_template`, and `tokenizer.ggml.eot_token_id`, when the file has them.
+    chat: Option<ChatTemplate>,
+    eot: Option<u32>,
     files: Vec<(String, String)>,
 }
 
@@ -76,7 +81,10 @@ impl LlamaModel {
         let spec = TokenizerSpec::from_gguf(&g)?;
         let tokenizer = LlamaTokenizer::new(&spec)?;
         let weights = LlamaWeights::from_gguf(&g, &config)?;
+        let chat = ChatTemplate::from_gguf(&g, &spec.tokens, spec.bos, spec.eos)?;
         let mut model = Self::from_parts(config, weights, tokenizer)?;
+        model.chat = chat;
+        model.eot = chat::eot_id(&g).filter(|&id| (id as usize) < spec.tokens.len());
         model.files = vec![("<memory>".into(), sha256_hex(bytes))];
         Ok(model)
     }
@@ -107,6 +115,8 @@ impl LlamaModel {
             config,
             weights,
             tokenizer,
+            chat: None,
+            eot: None,
             files: Vec::new(),
         })
     }
@@ -126,6 +136,55 @@ impl LlamaModel {
         self.tokenizer.eos
     }
 
+    /// The chat template the file carries, if any.
+    pub fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.chat.as_ref()
+    }
+
+    /// Replaces the chat template (for a model built with [`LlamaModel::from_parts`]).
+    pub fn set_chat_template(&mut self, template: Option<ChatTemplate>) {
+        self.chat = template;
+    }
+
+    /// The token that ends a chat turn: `tokenizer.ggml.eot_token_id` where the file
+    /// names one, else the control token the chat template writes after a message's
+    /// content, else end-of-sequence.
+    pub fn end_of_turn(&self) -> Option<u32> {
+        let control = self.tokenizer.control_tokens();
+        let control: Vec<(u32, &str)> = control.iter().map(|(i, t)| (*i, t.as_str())).collect();
+        self.eot
+            .or_else(|| self.chat.as_ref().and_then(|t| t.turn_end(&control)))
+            .or(self.tokenizer.eos)
+    }
+
+    /// From now on generation stops at [`LlamaModel::end_of_turn`] instead of at
+    /// end-of-sequence (on the CPU, and on devices the model is uploaded to afterwards):
+    /// a chat reply ends with its turn. For SmolLM2 the two are the same token.
+    pub fn stop_at_end_of_turn(&mut self) {
+        self.tokenizer.eos = self.end_of_turn();
+    }
+
+    /// The prompt ids of a conversation through the chat template, the assistant's turn
+    /// opened. BOS is the template's to write; a second BOS the tokenizer would add in
+    /// front of it is dropped.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--chat` when the model has no chat template; as
+    /// [`ChatTemplate::render`].
+    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
+        let template = self.chat.as_ref().ok_or_else(|| {
+            ModelError::input("--chat", "the model file has no tokenizer.chat_template")
+        })?;
+        let text = template.render(messages, true)?;
+        let mut ids: Vec<u32> = self.tokenize(&text)?.into_iter().map(|t| t.id).collect();
+        if let (Some(bos), [a, b, ..]) = (self.tokenizer.bos, ids.as_slice()) {
+            if *a == bos && *b == bos {
+                ids.remove(0);
+            }
+        }
+        Ok(ids)
+    }
+
     /// Architecture, sizes, tokenizer and file hashes.
     pub fn info(&self) -> ModelInfo {
         let c = &self.config;
@@ -140,7 +199,14 @@ impl LlamaModel {
             vocab: c.vocab,
             max_positions: c.context,
             causal: true,
-            tokenizer: self.tokenizer.describe().to_string(),
+            tokenizer: match (&self.chat, self.end_of_turn()) {
+                (Some(_), Some(eot)) => format!(
+                    "{}, chat template (a turn ends with {})",
+                    self.tokenizer.describe(),
+                    self.decode(&[eot]).unwrap_or_default()
+                ),
+                _ => self.tokenizer.describe().to_string(),
+            },
             files: self.files.clone(),
         }
     }
