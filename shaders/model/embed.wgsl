@@ -1,13 +1,15 @@
-// Token embeddings: row l of the output is word[ids[l]] + position[l] + token_type[0]
-// (every token has type 0: one segment). One invocation per output element.
+// Token embeddings: row l of the output is word[ids[l]] + position[l % per_sequence] +
+// token_type[0] (every token has type 0: one segment). Rows hold a batch of sequences of
+// per_sequence rows each, so every sequence starts at position 0. One invocation per
+// output element.
 
 // Must match `EmbedParams` in src/model/ops/embed.rs.
 struct Embed {
     rows: u32,
     hidden: u32,
     vocab: u32,
-    // Position of row 0 (0 for a whole sequence).
-    first_position: u32,
+    // Rows of each sequence of the batch (all of them for one sequence); at least 1.
+    per_sequence: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Embed;
@@ -37,6 +39,6 @@ fn main(
         return;
     }
     out[i] = word[id * params.hidden + c]
-        + position[(params.first_position + l) * params.hidden + c]
+        + position[(l % params.per_sequence) * params.hidden + c]
         + token_type[c];
 }

@@ -4,6 +4,7 @@
 mod args;
 mod bench;
 mod demo;
+mod embed;
 mod exit;
 mod heatmap;
 mod help;

@@ -1,4 +1,5 @@
-//! `wgpu-attention model info|tokenize|attention|next|generate`: real pretrained models
+//! `wgpu-attention model info|tokenize|attention|next|generate|embed|similarity`: real
+//! pretrained models
 //! (a Hugging Face BERT directory or a llama-family GGUF file) on the GPU kernels or the
 //! float64 CPU path. Every input is checked before a device opens; outputs are written
 //! only once everything they hold has been computed.
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use ndarray::Array4;
+use wgpu_attention::model::llama::ChatMessage;
 use wgpu_attention::model::{
     resolve_model_path, ForwardOutput, GenerateOptions, Model, ModelError, ModelGpu, Sampling,
     StageTimes, Token,
@@ -111,9 +113,10 @@ pub enum ModelCommand {
         backend: Backend,
     },
     /// Generates tokens after a text, streaming them to stdout; tokens per second for the
-    /// prompt and for generation go to stderr (causal models).
+    /// prompt and for generation go to stderr (causal models). With --chat, TEXT is a
+    /// user's message to an instruct model, put through the model's chat template.
     #[command(
-        after_help = "Example:\n  wgpu-attention model generate --model smollm2 --text \"Once upon a time\" --max-new-tokens 32"
+        after_help = "Example:\n  wgpu-attention model generate --model smollm2 --text \"Once upon a time\" --max-new-tokens 32\n  wgpu-attention model generate --model smollm2 --chat --text \"What is the capital of France?\" --max-new-tokens 64"
     )]
     Generate {
         #[command(flatten)]
@@ -141,17 +144,45 @@ pub enum ModelCommand {
         /// (for comparison).
         #[arg(long)]
         no_cache: bool,
-        /// Keep generating past the end-of-sequence token.
+        /// Keep generating past the end-of-sequence token (with --chat, past the end of
+        /// the turn).
         #[arg(long)]
         ignore_eos: bool,
+        /// Chat: TEXT is the user's message. The prompt is the chat template the model
+        /// file carries (GGUF tokenizer.chat_template, rendered as transformers'
+        /// apply_chat_template does, the assistant's turn opened), and generation stops at
+        /// the template's end-of-turn token (SmolLM2: <|im_end|>), which is not printed.
+        #[arg(long)]
+        chat: bool,
+        /// With --chat: a system message before the user's (else the template's own
+        /// default, if it has one).
+        #[arg(
+            long,
+            value_name = "TEXT",
+            requires = "chat",
+            allow_hyphen_values = true
+        )]
+        system: Option<String>,
         /// Where to compute: the GPU kernels or the float64 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
     },
+    /// Sentence embeddings (BERT sentence-transformers models): the pooling and
+    /// normalisation of the model's modules.json, one float32 row per sentence.
+    #[command(
+        after_help = "Example:\n  wgpu-attention model embed --model minilm --text \"A cat sleeps\" --text \"A dog runs\" --out E.npy\n  wgpu-attention model embed --model minilm --input sentences.txt --out E.npy --batch 32"
+    )]
+    Embed(super::embed::EmbedArgs),
+    /// The cosine similarity of two sentences' embeddings (BERT sentence-transformers
+    /// models).
+    #[command(
+        after_help = "Example:\n  wgpu-attention model similarity --model minilm --text \"A cat sleeps\" --text \"A kitten naps\""
+    )]
+    Similarity(super::embed::SimilarityArgs),
 }
 
 /// A library error as the command line reports it: input errors name their flag.
-fn to_cli(e: ModelError) -> CliError {
+pub(super) fn to_cli(e: ModelError) -> CliError {
     if !e.is_input_error() {
         return CliError::runtime(e.to_string());
     }
@@ -164,7 +195,7 @@ fn to_cli(e: ModelError) -> CliError {
     }
 }
 
-fn load(arg: &ModelArg) -> Result<Model, CliError> {
+pub(super) fn load(arg: &ModelArg) -> Result<Model, CliError> {
     let path = resolve_model_path(&arg.model).map_err(to_cli)?;
     Model::load(&path).map_err(to_cli)
 }
@@ -182,7 +213,7 @@ fn tokens(model: &Model, text: &TextArg) -> Result<Vec<Token>, CliError> {
     Ok(tokens)
 }
 
-fn gpu() -> Result<GpuContext, CliError> {
+pub(super) fn gpu() -> Result<GpuContext, CliError> {
     GpuContext::new().map_err(|e| CliError::runtime(e.to_string()))
 }
 
@@ -221,6 +252,8 @@ fn forward(
 pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
     match cmd {
         ModelCommand::Info { model } => info(&load(model)?),
+        ModelCommand::Embed(args) => super::embed::embed(args),
+        ModelCommand::Similarity(args) => super::embed::similarity(args),
         ModelCommand::Tokenize { model, text } => {
             let model = load(model)?;
             for line in tokenize_lines(&tokens(&model, text)?) {
@@ -259,6 +292,8 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             seed,
             no_cache,
             ignore_eos,
+            chat,
+            system,
             backend,
         } => {
             if !(temperature.is_finite() && *temperature >= 0.0) {
@@ -282,7 +317,8 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
                 use_cache: !no_cache,
                 stop_at_eos: !ignore_eos,
             };
-            generate(model, text, &opts, *backend)
+            let chat = chat.then_some(system.as_deref());
+            generate(model, text, &opts, chat, *backend)
         }
     }
 }
@@ -489,32 +525,66 @@ fn next(
     Ok(())
 }
 
+/// The prompt ids of a chat: the system message (if given) and the user's TEXT through
+/// the model's chat template; from now on the model stops at the end of a turn.
+fn chat_ids(model: &mut Model, text: &TextArg, system: Option<&str>) -> Result<Vec<u32>, CliError> {
+    let Model::Llama(llama) = model else {
+        return Err(CliError::input(
+            "--model",
+            "--chat needs a causal chat model",
+        ));
+    };
+    if text.text.is_empty() {
+        return Err(CliError::input("--text", "is empty"));
+    }
+    let mut messages = Vec::new();
+    if let Some(s) = system {
+        messages.push(ChatMessage::new("system", s));
+    }
+    messages.push(ChatMessage::new("user", &text.text));
+    let ids = llama.chat_prompt(&messages).map_err(to_cli)?;
+    llama.stop_at_end_of_turn();
+    Ok(ids)
+}
+
 fn generate(
     model: &ModelArg,
     text: &TextArg,
     opts: &GenerateOptions,
+    chat: Option<Option<&str>>,
     backend: Backend,
 ) -> Result<(), CliError> {
-    let model = load(model)?;
+    let mut model = load(model)?;
     if !model.info().causal {
         return Err(CliError::input(
             "--model",
             "BERT is an encoder: it has no next-token head to generate with",
         ));
     }
-    let tokens = tokens(&model, text)?;
+    let ids: Vec<u32> = match chat {
+        Some(system) => chat_ids(&mut model, text, system)?,
+        None => tokens(&model, text)?.iter().map(|t| t.id).collect(),
+    };
     let max = model.info().max_positions;
-    if tokens.len() + opts.max_new_tokens > max {
+    if ids.len() > max {
+        return Err(CliError::input(
+            "--text",
+            format!(
+                "{} prompt tokens exceed the model's {max} positions",
+                ids.len()
+            ),
+        ));
+    }
+    if ids.len() + opts.max_new_tokens > max {
         return Err(CliError::input(
             "--max-new-tokens",
             format!(
                 "{} prompt tokens + {} new exceed the model's {max} positions",
-                tokens.len(),
+                ids.len(),
                 opts.max_new_tokens
             ),
         ));
     }
-    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
     let mut generated: Vec<u32> = Vec::new();
     let mut shown = String::new();
     // Decodes everything generated so far and prints what is new: a token may end in the

@@ -38,6 +38,7 @@ mod matmul;
 mod memory;
 mod mha;
 mod model_bert;
+mod model_bert_embed;
 mod model_bert_real;
 mod model_llama;
 mod npy_fuzz;

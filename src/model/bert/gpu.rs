@@ -6,6 +6,7 @@
 
 use ndarray::{Array2, Array4};
 
+use super::batch::PaddedBatch;
 use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
@@ -96,7 +97,7 @@ impl DeviceWeights {
     }
 }
 
-/// The activations of one forward pass, allocated once for its length.
+/// The activations of one forward pass, allocated once for its batch and length.
 struct Scratch {
     embedded: GpuTensor,
     x: GpuTensor,
@@ -110,10 +111,11 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn new(ctx: &GpuContext, c: &BertConfig, l: usize) -> Result<Self, ModelError> {
+    /// `batch` sentences of `len` rows each.
+    fn new(ctx: &GpuContext, c: &BertConfig, batch: usize, len: usize) -> Result<Self, ModelError> {
         let (h, heads, dim) = (c.hidden_size, c.num_attention_heads, c.head_dim());
-        let rows = |w: usize| GpuTensor::empty(ctx, &[l, w]);
-        let split = || GpuTensor::empty(ctx, &[1, heads, l, dim]);
+        let rows = |w: usize| GpuTensor::empty(ctx, &[batch * len, w]);
+        let split = || GpuTensor::empty(ctx, &[batch, heads, len, dim]);
         Ok(Self {
             embedded: rows(h)?,
             x: rows(h)?,
@@ -181,41 +183,50 @@ async fn lap(
     Ok(())
 }
 
-/// Runs the encoder; returns the last hidden state `(L, hidden)` and, when asked, the
-/// attention probabilities `(layers, heads, L, L)`. `ids` are already checked. With a
-/// clock, each stage is submitted and timed on its own.
+/// Runs the encoder over a batch of B sentences padded to L tokens; returns the last
+/// hidden state `(B·L, hidden)` (sentence b's rows at `b·L..`, padding rows included)
+/// and, when asked, the attention probabilities `(layers·B, heads, L, L)`. The ids are
+/// already checked. With a clock, each stage is submitted and timed on its own.
 pub(crate) async fn forward(
     ctx: &GpuContext,
     c: &BertConfig,
     w: &DeviceWeights,
-    ids: &[u32],
+    tokens: &PaddedBatch,
     attention: bool,
     mut clock: Option<&mut Clock>,
 ) -> Result<(Array2<f32>, Option<Array4<f32>>), ModelError> {
+    // `l` counts the rows of every sentence together (what the dense layers and norms
+    // run over); `l32` is one sentence's padded length (where the head layouts and the
+    // attention call start a new sentence).
+    let (batch, len) = (tokens.batch(), tokens.len);
     let (l, h, heads, dim) = (
-        ids.len(),
+        batch * len,
         c.hidden_size,
         c.num_attention_heads,
         c.head_dim(),
     );
     let k = Kernels::prepare(ctx, c).await?;
-    let s = Scratch::new(ctx, c, l)?;
+    let s = Scratch::new(ctx, c, batch, len)?;
+    // Key padding: each sentence attends to its own tokens only. An unpadded batch needs
+    // no key lengths (and takes the attention path a single sequence always took).
+    let kv_lens = (!tokens.unpadded()).then_some(tokens.lens.as_slice());
     let opts = AttentionOptions {
         return_weights: attention,
+        kv_lens,
         ..Default::default()
     };
-    let qkv_shape = [1, heads, l, dim];
+    let qkv_shape = [batch, heads, len, dim];
     let attend = PreparedAttention::new(ctx, &qkv_shape, &qkv_shape, &qkv_shape, &opts).await?;
     let probs = if attention {
         (0..w.layers.len())
-            .map(|_| GpuTensor::empty(ctx, &[1, heads, l, l]))
+            .map(|_| GpuTensor::empty(ctx, &[batch, heads, len, len]))
             .collect::<Result<Vec<_>, _>>()?
     } else {
         Vec::new()
     };
-    let id_buffer = upload_ids(ctx, ids)?;
+    let id_buffer = upload_ids(ctx, &tokens.ids)?;
     let eps = c.layer_norm_eps as f32;
-    let l32 = l as u32;
+    let l32 = len as u32;
     let rows = |width: usize| HeadLayout::rows(l32, width as u32);
     let split = HeadLayout::heads(l32, heads as u32, dim as u32, l32, 0);
 
@@ -223,6 +234,7 @@ pub(crate) async fn forward(
     let embed = Embed {
         ids: &id_buffer,
         rows: l,
+        rows_per_sequence: len,
         word: &w.word,
         position: &w.position,
         token_type: &w.token_type,
@@ -345,7 +357,8 @@ pub(crate) async fn forward(
     let hidden = Array2::from_shape_vec((l, h), data.next().unwrap_or_default()).map_err(bug)?;
     let attention = if attention {
         let all: Vec<f32> = data.flatten().collect();
-        Some(Array4::from_shape_vec((w.layers.len(), heads, l, l), all).map_err(bug)?)
+        let shape = (w.layers.len() * batch, heads, len, len);
+        Some(Array4::from_shape_vec(shape, all).map_err(bug)?)
     } else {
         None
     };

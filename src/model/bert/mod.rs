@@ -5,11 +5,16 @@
 //! layer bidirectional self-attention (scale 1/sqrt(head_dim)), output projection,
 //! residual + LayerNorm, intermediate dense with erf GELU, output dense, residual +
 //! LayerNorm. [`sentence_embedding`] adds sentence-transformers' mean pooling and L2
-//! normalisation on top of the last hidden state.
+//! normalisation on top of the last hidden state; [`BertModel::embed`] embeds a list of
+//! sentences in batches, with the pooling the model directory's sentence-transformers
+//! files name ([`SentenceConfig`]).
 
+mod batch;
 mod config;
 mod cpu;
+mod embed;
 mod gpu;
+mod pooling;
 mod tokenizer;
 mod weights;
 
@@ -17,7 +22,10 @@ use std::path::Path;
 
 use ndarray::{Array1, ArrayView2};
 
+use batch::PaddedBatch;
 pub use config::BertConfig;
+pub use embed::DEFAULT_EMBED_BATCH;
+pub use pooling::{Pooling, PoolingMode, SentenceConfig};
 use tokenizer::BertTokenizer;
 use weights::BertWeights;
 
@@ -40,6 +48,7 @@ pub struct BertModel {
     config: BertConfig,
     weights: BertWeights,
     tokenizer: BertTokenizer,
+    sentence: SentenceConfig,
     files: Vec<(String, String)>,
 }
 
@@ -85,7 +94,9 @@ fn check_ids(c: &BertConfig, ids: &[u32]) -> Result<(), ModelError> {
 
 impl BertModel {
     /// Loads the model from a directory holding `config.json`, `model.safetensors` and
-    /// `tokenizer.json`.
+    /// `tokenizer.json`, and the sentence-transformers files `modules.json`, the Pooling
+    /// module's `config.json` and `sentence_bert_config.json` where it has them (else
+    /// [`SentenceConfig::plain`]).
     ///
     /// # Errors
     /// [`ModelError::Io`] for a missing or unreadable file, [`ModelError::Format`] naming
@@ -102,11 +113,14 @@ impl BertModel {
         let config = read_bounded(&path.join("config.json"), CONFIG_LIMIT)?;
         let tokenizer = read_bounded(&path.join("tokenizer.json"), TOKENIZER_LIMIT)?;
         let weights = read_bounded(&path.join("model.safetensors"), WEIGHTS_LIMIT)?;
-        Self::from_parts(&config, &weights, &tokenizer)
+        let mut model = Self::from_parts(&config, &weights, &tokenizer)?;
+        model.sentence = SentenceConfig::read_dir(path, model.config.hidden_size)?;
+        Ok(model)
     }
 
     /// Builds the model from the three files' contents (for tests, and for the browser,
-    /// which has no file system).
+    /// which has no file system), with [`SentenceConfig::plain`] pooling
+    /// ([`BertModel::set_sentence_config`] changes it).
     ///
     /// # Errors
     /// As [`BertModel::load`].
@@ -129,6 +143,7 @@ impl BertModel {
             config,
             weights,
             tokenizer,
+            sentence: SentenceConfig::plain(),
             files,
         })
     }
@@ -258,8 +273,9 @@ impl BertGpu {
         attention: bool,
     ) -> Result<ForwardOutput, ModelError> {
         check_ids(&self.config, ids)?;
+        let tokens = PaddedBatch::single(ids);
         let (hidden, attention) =
-            gpu::forward(ctx, &self.config, &self.weights, ids, attention, None).await?;
+            gpu::forward(ctx, &self.config, &self.weights, &tokens, attention, None).await?;
         Ok(ForwardOutput {
             attention,
             hidden,
@@ -285,7 +301,7 @@ impl BertGpu {
             ctx,
             &self.config,
             &self.weights,
-            ids,
+            &PaddedBatch::single(ids),
             attention,
             Some(&mut clock),
         )

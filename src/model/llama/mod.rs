@@ -8,6 +8,7 @@
 //! built from in-memory parts ([`LlamaModel::from_parts`]) or GGUF bytes
 //! ([`LlamaModel::from_gguf_bytes`]), which is how the tests make tiny random ones.
 
+mod chat;
 mod cpu;
 pub mod gguf;
 mod gpu;
@@ -26,6 +27,7 @@ use sha2::{Digest, Sha256};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
 use crate::GpuContext;
 
+pub use chat::{ChatMessage, ChatTemplate};
 pub use gpu::LlamaGpu;
 pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
 pub use weights::{LayerTensors, LayerWeights, LlamaConfig, LlamaTensors, LlamaWeights, RawTensor};
@@ -42,6 +44,9 @@ pub struct LlamaModel {
     /// The tensors dequantized, made on the first CPU pass (the GPU path never needs them).
     weights: OnceLock<LlamaWeights>,
     tokenizer: LlamaTokenizer,
+    /// `tokenizer.chat_template`, and `tokenizer.ggml.eot_token_id`, when the file has them.
+    chat: Option<ChatTemplate>,
+    eot: Option<u32>,
     files: Vec<(String, String)>,
 }
 
@@ -80,7 +85,10 @@ impl LlamaModel {
         let spec = TokenizerSpec::from_gguf(&g)?;
         let tokenizer = LlamaTokenizer::new(&spec)?;
         let tensors = LlamaTensors::from_gguf(&g, &config)?;
+        let chat = ChatTemplate::from_gguf(&g, &spec.tokens, spec.bos, spec.eos)?;
         let mut model = Self::assemble(config, tensors, OnceLock::new(), tokenizer)?;
+        model.chat = chat;
+        model.eot = chat::eot_id(&g).filter(|&id| (id as usize) < spec.tokens.len());
         model.files = vec![("<memory>".into(), sha256_hex(bytes))];
         Ok(model)
     }
@@ -123,6 +131,8 @@ impl LlamaModel {
             tensors,
             weights,
             tokenizer,
+            chat: None,
+            eot: None,
             files: Vec::new(),
         })
     }
@@ -147,6 +157,55 @@ impl LlamaModel {
         self.tokenizer.eos
     }
 
+    /// The chat template the file carries, if any.
+    pub fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.chat.as_ref()
+    }
+
+    /// Replaces the chat template (for a model built with [`LlamaModel::from_parts`]).
+    pub fn set_chat_template(&mut self, template: Option<ChatTemplate>) {
+        self.chat = template;
+    }
+
+    /// The token that ends a chat turn: `tokenizer.ggml.eot_token_id` where the file
+    /// names one, else the control token the chat template writes after a message's
+    /// content, else end-of-sequence.
+    pub fn end_of_turn(&self) -> Option<u32> {
+        let control = self.tokenizer.control_tokens();
+        let control: Vec<(u32, &str)> = control.iter().map(|(i, t)| (*i, t.as_str())).collect();
+        self.eot
+            .or_else(|| self.chat.as_ref().and_then(|t| t.turn_end(&control)))
+            .or(self.tokenizer.eos)
+    }
+
+    /// From now on generation stops at [`LlamaModel::end_of_turn`] instead of at
+    /// end-of-sequence (on the CPU, and on devices the model is uploaded to afterwards):
+    /// a chat reply ends with its turn. For SmolLM2 the two are the same token.
+    pub fn stop_at_end_of_turn(&mut self) {
+        self.tokenizer.eos = self.end_of_turn();
+    }
+
+    /// The prompt ids of a conversation through the chat template, the assistant's turn
+    /// opened. BOS is the template's to write; a second BOS the tokenizer would add in
+    /// front of it is dropped.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `--chat` when the model has no chat template; as
+    /// [`ChatTemplate::render`].
+    pub fn chat_prompt(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, ModelError> {
+        let template = self.chat.as_ref().ok_or_else(|| {
+            ModelError::input("--chat", "the model file has no tokenizer.chat_template")
+        })?;
+        let text = template.render(messages, true)?;
+        let mut ids: Vec<u32> = self.tokenize(&text)?.into_iter().map(|t| t.id).collect();
+        if let (Some(bos), [a, b, ..]) = (self.tokenizer.bos, ids.as_slice()) {
+            if *a == bos && *b == bos {
+                ids.remove(0);
+            }
+        }
+        Ok(ids)
+    }
+
     /// Architecture, sizes, tokenizer and file hashes.
     pub fn info(&self) -> ModelInfo {
         let c = &self.config;
@@ -161,7 +220,14 @@ impl LlamaModel {
             vocab: c.vocab,
             max_positions: c.context,
             causal: true,
-            tokenizer: self.tokenizer.describe().to_string(),
+            tokenizer: match (&self.chat, self.end_of_turn()) {
+                (Some(_), Some(eot)) => format!(
+                    "{}, chat template (a turn ends with {})",
+                    self.tokenizer.describe(),
+                    self.decode(&[eot]).unwrap_or_default()
+                ),
+                _ => self.tokenizer.describe().to_string(),
+            },
             files: self.files.clone(),
         }
     }

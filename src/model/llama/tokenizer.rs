@@ -224,6 +224,19 @@ impl LlamaTokenizer {
         })
     }
 
+    /// The control tokens (matched whole in text), as (id, text), lowest id first.
+    pub(crate) fn control_tokens(&self) -> Vec<(u32, String)> {
+        let mut out: Vec<(u32, String)> = self
+            .inner
+            .get_added_tokens_decoder()
+            .into_iter()
+            .filter(|(_, t)| t.special)
+            .map(|(id, t)| (id, t.content))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// The one-line description `model info` prints.
     pub fn describe(&self) -> &str {
         &self.spec_summary

@@ -31,15 +31,17 @@ pub(crate) struct EmbedParams {
     rows: u32,
     hidden: u32,
     vocab: u32,
-    first_position: u32,
+    per_sequence: u32,
 }
 
-/// Rows `0..rows` of `out` (`(rows, hidden)`) get the embeddings of `ids` at positions
-/// `0..rows`: `word` `(vocab, hidden)`, `position` `(positions, hidden)`, type 0 of
-/// `token_type` `(types, hidden)`.
+/// Rows `0..rows` of `out` (`(rows, hidden)`) get the embeddings of `ids`, a batch of
+/// sequences of `rows_per_sequence` rows each (`rows` for one sequence), row r at position
+/// `r % rows_per_sequence`: `word` `(vocab, hidden)`, `position` `(positions, hidden)`,
+/// type 0 of `token_type` `(types, hidden)`.
 pub(crate) struct Embed<'a> {
     pub ids: &'a wgpu::Buffer,
     pub rows: usize,
+    pub rows_per_sequence: usize,
     pub word: &'a GpuTensor,
     pub position: &'a GpuTensor,
     pub token_type: &'a GpuTensor,
@@ -72,8 +74,8 @@ impl EmbedKernel {
     /// Records the gather.
     ///
     /// # Errors
-    /// [`AttentionError::Shape`] when the tables disagree on the width, there are more
-    /// rows than positions, or `out` is too small; a device error allocating the params.
+    /// [`AttentionError::Shape`] when the tables disagree on the width, a sequence has
+    /// no rows or more rows than positions, or `out` is too small; a device error allocating the params.
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
@@ -87,14 +89,16 @@ impl EmbedKernel {
         };
         if hp != hidden
             || ht != hidden
-            || e.rows > positions
+            || e.rows_per_sequence == 0
+            || e.rows_per_sequence > positions
             || e.out.len() < e.rows.saturating_mul(hidden)
         {
             return Err(AttentionError::shape(
                 "embeddings",
                 format!(
-                    "{} rows of word {:?}, position {:?}, token type {:?} into out {:?}",
+                    "{} rows ({} per sequence) of word {:?}, position {:?}, token type {:?} into out {:?}",
                     e.rows,
+                    e.rows_per_sequence,
                     e.word.shape(),
                     e.position.shape(),
                     e.token_type.shape(),
@@ -108,7 +112,7 @@ impl EmbedKernel {
             rows: u32_of("ids", e.rows)?,
             hidden: u32_of("hidden", hidden)?,
             vocab: u32_of("vocab", vocab)?,
-            first_position: 0,
+            per_sequence: u32_of("ids", e.rows_per_sequence)?,
         };
         let params = uniform(ctx, "wgpu-attention embed params", &params)?;
         let resources = vec![

@@ -6,6 +6,7 @@
 //! The real-model tests are ignored by default; after scripts/fetch-models.sh run
 //! `cargo test --release --test it -- --ignored model_llama::real::`.
 
+mod chat;
 pub mod gguf_writer;
 mod quant_gpu;
 mod quants;

@@ -1,0 +1,198 @@
+//! Sentence embeddings: sentences tokenized and checked, batched longest first (as
+//! sentence-transformers batches), each batch one padded forward pass on the GPU with key
+//! lengths per sentence, then pooled over each sentence's real tokens as the model's
+//! [`SentenceConfig`] says. The CPU path runs the float64 forward on each sentence alone
+//! (padding cannot change a sentence's result, so the two agree).
+
+use ndarray::{s, Array2};
+
+use super::batch::{longest_first, PaddedBatch};
+use super::pooling::{Pooling, SentenceConfig};
+use super::{check_ids, cpu, gpu, BertGpu, BertModel};
+use crate::model::ModelError;
+use crate::GpuContext;
+
+/// sentence-transformers' `encode` default.
+pub const DEFAULT_EMBED_BATCH: usize = 32;
+
+fn check_batch(batch: usize) -> Result<(), ModelError> {
+    if batch == 0 {
+        return Err(ModelError::input("batch", "must be at least 1 sentence"));
+    }
+    Ok(())
+}
+
+fn no_sentences() -> ModelError {
+    ModelError::input("sentences", "no sentences to embed")
+}
+
+impl BertModel {
+    /// The sentence-transformers configuration embeddings follow.
+    pub fn sentence_config(&self) -> &SentenceConfig {
+        &self.sentence
+    }
+
+    /// Replaces the sentence-transformers configuration (for a model built with
+    /// [`BertModel::from_parts`]).
+    pub fn set_sentence_config(&mut self, config: SentenceConfig) {
+        self.sentence = config;
+    }
+
+    /// The most tokens a sentence may have: the model's positions, and
+    /// `max_seq_length` where sentence-transformers sets one.
+    pub fn max_sentence_tokens(&self) -> usize {
+        let positions = self.config.max_position_embeddings;
+        self.sentence
+            .max_seq_length
+            .map_or(positions, |m| m.min(positions))
+    }
+
+    /// The token ids of one sentence, special tokens included.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `sentences` for an empty sentence, one the tokenizer
+    /// rejects, or one longer than [`BertModel::max_sentence_tokens`] (refused, not cut).
+    pub fn sentence_ids(&self, text: &str) -> Result<Vec<u32>, ModelError> {
+        let tokens = self.tokenizer.encode(text).map_err(|e| match e {
+            ModelError::Input { detail, .. } => ModelError::input("sentences", detail),
+            other => other,
+        })?;
+        let max = self.max_sentence_tokens();
+        if tokens.len() > max {
+            let why = match self.sentence.max_seq_length {
+                Some(m) if m <= self.config.max_position_embeddings => {
+                    "max_seq_length in sentence_bert_config.json"
+                }
+                _ => "the model's positions",
+            };
+            return Err(ModelError::input(
+                "sentences",
+                format!(
+                    "{} tokens exceed the {max} this model embeds ({why}); shorten the sentence",
+                    tokens.len()
+                ),
+            ));
+        }
+        Ok(tokens.into_iter().map(|t| t.id).collect())
+    }
+
+    /// [`BertModel::sentence_ids`] of every sentence.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] naming `sentences` for an empty list, or naming the first
+    /// sentence (from 0) that [`BertModel::sentence_ids`] refuses.
+    pub fn tokenize_sentences(&self, sentences: &[&str]) -> Result<Vec<Vec<u32>>, ModelError> {
+        if sentences.is_empty() {
+            return Err(no_sentences());
+        }
+        sentences
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                self.sentence_ids(text).map_err(|e| match e {
+                    ModelError::Input { arg, detail } => {
+                        ModelError::input(arg, format!("sentence {i}: {detail}"))
+                    }
+                    other => other,
+                })
+            })
+            .collect()
+    }
+
+    /// The embeddings `(sentences, hidden)` of `sentences` on the GPU, `batch` sentences
+    /// per forward pass (longest first; [`DEFAULT_EMBED_BATCH`] is sentence-transformers'
+    /// default), row i for sentence i. `weights` is this model uploaded
+    /// ([`BertModel::upload`]).
+    ///
+    /// # Errors
+    /// As [`BertModel::tokenize_sentences`]; [`ModelError::Input`] naming `batch` for a
+    /// batch of 0; [`ModelError::Attention`] when the device fails.
+    pub async fn embed(
+        &self,
+        ctx: &GpuContext,
+        weights: &BertGpu,
+        sentences: &[&str],
+        batch: usize,
+    ) -> Result<Array2<f32>, ModelError> {
+        check_batch(batch)?;
+        let ids = self.tokenize_sentences(sentences)?;
+        weights
+            .embed_ids(ctx, &ids, self.sentence.pooling, batch)
+            .await
+    }
+
+    /// The embeddings of `sentences` from the float64 CPU forward pass, each sentence
+    /// alone, pooled in float64: the reference [`BertModel::embed`] is checked against.
+    ///
+    /// # Errors
+    /// As [`BertModel::tokenize_sentences`].
+    pub fn embed_cpu(&self, sentences: &[&str]) -> Result<Array2<f64>, ModelError> {
+        let ids = self.tokenize_sentences(sentences)?;
+        self.embed_ids_cpu(&ids)
+    }
+
+    /// [`BertModel::embed_cpu`] from token ids.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] for an empty list or a sentence that [`check_ids`] refuses.
+    pub fn embed_ids_cpu(&self, sentences: &[Vec<u32>]) -> Result<Array2<f64>, ModelError> {
+        if sentences.is_empty() {
+            return Err(no_sentences());
+        }
+        let hidden = self.config.hidden_size;
+        let mut out = Array2::zeros((sentences.len(), hidden));
+        for (i, ids) in sentences.iter().enumerate() {
+            check_ids(&self.config, ids)?;
+            let f = cpu::forward(&self.weights, &self.config, ids, false, None);
+            let e = self.sentence.pooling.apply(f.hidden.view());
+            out.row_mut(i).assign(&ndarray::Array1::from(e));
+        }
+        Ok(out)
+    }
+}
+
+impl BertGpu {
+    /// The embeddings `(sentences, hidden)` of sentences given as token ids, pooled with
+    /// `pooling`, `batch` per forward pass, longest first. Each forward pass pads its
+    /// sentences to its longest and gives attention each sentence's length as its key
+    /// length, so a sentence's embedding does not depend on its batch.
+    ///
+    /// # Errors
+    /// [`ModelError::Input`] for an empty list, a batch of 0, or ids [`check_ids`]
+    /// refuses; [`ModelError::Attention`] when the device fails.
+    pub async fn embed_ids(
+        &self,
+        ctx: &GpuContext,
+        sentences: &[Vec<u32>],
+        pooling: Pooling,
+        batch: usize,
+    ) -> Result<Array2<f32>, ModelError> {
+        check_batch(batch)?;
+        if sentences.is_empty() {
+            return Err(no_sentences());
+        }
+        for ids in sentences {
+            check_ids(&self.config, ids)?;
+        }
+        let hidden = self.config.hidden_size;
+        let lens: Vec<usize> = sentences.iter().map(Vec::len).collect();
+        let mut out = Array2::zeros((sentences.len(), hidden));
+        for chunk in longest_first(&lens).chunks(batch) {
+            let members: Vec<&[u32]> = chunk.iter().map(|&i| sentences[i].as_slice()).collect();
+            let tokens = PaddedBatch::new(&members);
+            let (rows, _) =
+                gpu::forward(ctx, &self.config, &self.weights, &tokens, false, None).await?;
+            for (b, &i) in chunk.iter().enumerate() {
+                let first = b * tokens.len;
+                let real = rows.slice(s![first..first + lens[i], ..]);
+                let e = pooling.apply(real);
+                out.row_mut(i).assign(
+                    &e.into_iter()
+                        .map(|v| v as f32)
+                        .collect::<ndarray::Array1<_>>(),
+                );
+            }
+        }
+        Ok(out)
+    }
+}
