@@ -291,7 +291,7 @@ impl<'a> Grid<'a> {
         };
         let columns = self.columns.max(1);
         let (x, y) = self.origin(p);
-        if p % columns == 0 && self.row_labels.len() == rows {
+        if p.is_multiple_of(columns) && self.row_labels.len() == rows {
             for (i, label) in self.row_labels.iter().enumerate() {
                 let _ = writeln!(
                     s,

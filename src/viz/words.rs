@@ -75,6 +75,7 @@ pub fn word_attention(
 mod tests {
     use super::*;
     use ndarray::array;
+    use std::slice::from_ref;
 
     #[test]
     fn pieces_sum_over_keys_and_average_over_queries() {
@@ -88,8 +89,8 @@ mod tests {
     #[test]
     fn ranges_that_do_not_tile_are_refused() {
         let w = Array2::<f32>::from_elem((3, 3), 1.0 / 3.0);
-        assert!(word_attention(w.view(), &[0..1, 2..3], &[0..3]).is_err());
-        assert!(word_attention(w.view(), &[0..3], &[0..2]).is_err());
-        assert!(word_attention(w.view(), &[0..0, 0..3], &[0..3]).is_err());
+        assert!(word_attention(w.view(), &[0..1, 2..3], from_ref(&(0..3))).is_err());
+        assert!(word_attention(w.view(), from_ref(&(0..3)), from_ref(&(0..2))).is_err());
+        assert!(word_attention(w.view(), &[0..0, 0..3], from_ref(&(0..3))).is_err());
     }
 }

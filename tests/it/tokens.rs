@@ -20,7 +20,7 @@ pub const KOREAN: &str = "고양이가 생선을 먹었다 그것은 맛있었�
 /// Latin-1 letters that stand for the bytes of a multi-byte character: neither may show
 /// in a label of a text that holds none of them.
 pub fn is_byte_symbol(c: char) -> bool {
-    matches!(c as u32, 0x80..=0xFF | 0x100..=0x143) || c == '\u{FFFD}'
+    matches!(c as u32, 0x80..=0x143) || c == '\u{FFFD}'
 }
 
 /// The Hangul syllables of `text`, in order.
