@@ -521,12 +521,19 @@ fn model_commands_write_through_links_fifos_devices_and_stdout() {
     let mut args = base.to_vec();
     *args.last_mut().unwrap() = &a;
     args.extend(["--tokens-out", "OUT"]);
-    let tokens: Vec<String> =
-        serde_json::from_slice(&through_link(&dir, "t.json", &args)).expect("JSON tokens");
-    assert_eq!(tokens, ["[CLS]", "the", "cat", "[SEP]"]);
-    let tokens: Vec<String> =
-        serde_json::from_slice(&through_fifo(&dir, "t-fifo", &args)).expect("JSON tokens");
-    assert_eq!(tokens.len(), 4);
+    // One object per token; `raw` is the vocabulary's spelling.
+    let raw = |bytes: &[u8]| -> Vec<String> {
+        let tokens: Vec<serde_json::Value> = serde_json::from_slice(bytes).expect("JSON tokens");
+        tokens
+            .iter()
+            .map(|t| t["raw"].as_str().expect("a raw spelling").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        raw(&through_link(&dir, "t.json", &args)),
+        ["[CLS]", "the", "cat", "[SEP]"]
+    );
+    assert_eq!(raw(&through_fifo(&dir, "t-fifo", &args)).len(), 4);
 
     // model next's logits, on the tiny llama.
     let gguf = dir.raw("tiny.gguf", &crate::model_llama::tiny::tiny_gguf(true));
