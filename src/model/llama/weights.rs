@@ -402,14 +402,6 @@ fn check_dims(
 }
 
 /// Reads one tensor, checking its dims (innermost first) against `want`.
-fn tensor(g: &Gguf<'_>, name: &str, want: &[usize]) -> Result<Vec<f32>, ModelError> {
-    let t = g
-        .tensor(name)
-        .ok_or_else(|| ModelError::format("GGUF", format!("tensor {name} is missing")))?;
-    check_dims(t, name, want)?;
-    g.dequantize(t)
-}
-
 impl LlamaWeights {
     /// Reads every weight of a model of `c`'s sizes.
     ///
@@ -417,31 +409,7 @@ impl LlamaWeights {
     /// [`ModelError::Format`] for a missing tensor or one of the wrong shape;
     /// [`ModelError::Unsupported`] naming a tensor of a type this crate does not read.
     pub fn from_gguf(g: &Gguf<'_>, c: &LlamaConfig) -> Result<Self, ModelError> {
-        let (h, q, kv, f) = (c.hidden, c.q_width(), c.kv_width(), c.intermediate);
-        let mut layers = Vec::with_capacity(c.layers);
-        for i in 0..c.layers {
-            let t = |suffix: &str, dims: &[usize]| tensor(g, &format!("blk.{i}.{suffix}"), dims);
-            layers.push(LayerWeights {
-                attn_norm: t("attn_norm.weight", &[h])?,
-                wq: t("attn_q.weight", &[h, q])?,
-                wk: t("attn_k.weight", &[h, kv])?,
-                wv: t("attn_v.weight", &[h, kv])?,
-                wo: t("attn_output.weight", &[q, h])?,
-                ffn_norm: t("ffn_norm.weight", &[h])?,
-                gate: t("ffn_gate.weight", &[h, f])?,
-                up: t("ffn_up.weight", &[h, f])?,
-                down: t("ffn_down.weight", &[f, h])?,
-            });
-        }
-        Ok(Self {
-            embed: tensor(g, "token_embd.weight", &[h, c.vocab])?,
-            layers,
-            out_norm: tensor(g, "output_norm.weight", &[h])?,
-            lm_head: match g.tensor("output.weight") {
-                None => None,
-                Some(_) => Some(tensor(g, "output.weight", &[h, c.vocab])?),
-            },
-        })
+        Ok(LlamaTensors::from_gguf(g, c)?.dequantize())
     }
 
     /// Checks every tensor's length against `c`.
