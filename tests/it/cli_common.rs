@@ -24,6 +24,16 @@ impl TempDir {
         self.0.join(file)
     }
 
+    /// The names in the folder `sub` (`""`: the folder itself), sorted.
+    pub fn files_in(&self, sub: &str) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.path(sub))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
     /// The path of `file` as a string for the command line.
     pub fn arg(&self, file: &str) -> String {
         self.path(file).to_string_lossy().into_owned()

@@ -205,15 +205,6 @@ fn qkv(dir: &TempDir) -> String {
     dir.npy("q.npy", &a)
 }
 
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn run_writes_through_links_fifos_devices_and_stdout() {
     let dir = TempDir::new("targets-run");
@@ -256,7 +247,7 @@ fn run_writes_through_links_fifos_devices_and_stdout() {
             "{target}"
         );
     }
-    assert_eq!(files_in(&dir.path("real")), ["link.npy", "new.npy"]);
+    assert_eq!(dir.files_in("real"), ["link.npy", "new.npy"]);
 
     // A FIFO and a file: the FIFO is sent once the file is complete.
     let (fifo2, lse) = (dir.arg("fifo2"), dir.arg("lse.npy"));
@@ -299,7 +290,7 @@ fn a_link_to_standard_output_stays_a_link_and_the_array_comes_out() {
     assert_ok("a link to /proc/self/fd/1", &out);
     assert_eq!(npy("stdout", &out.stdout).shape(), [1, 2, 16, 8]);
     assert_eq!(node(&link), before);
-    assert_eq!(files_in(&dir.path("")), ["q.npy", "stdout"]);
+    assert_eq!(dir.files_in(""), ["q.npy", "stdout"]);
 }
 
 /// A later output fails (a full device; a file past its size limit): nothing is left of
@@ -327,7 +318,7 @@ fn a_failing_later_output_leaves_nothing_and_sends_nothing() {
             assert_eq!(out.status.code(), Some(1), "{msg}");
             assert!(msg.contains("--lse"), "{msg}");
             assert_eq!(node(&full), before);
-            assert_eq!(files_in(&dir.path("")), ["full", "q.npy"]);
+            assert_eq!(dir.files_in(""), ["full", "q.npy"]);
         }
     }
     // The FIFO's array is written by the command before the weights, whose file
@@ -360,7 +351,7 @@ fn what_cannot_be_an_output_is_refused_and_left_alone() {
     std::os::unix::fs::symlink("nowhere/x.npy", dir.path("far.npy")).unwrap();
     let _socket = std::os::unix::net::UnixListener::bind(dir.path("socket")).unwrap();
     mkfifo(&dir.path("fifo"));
-    let names = files_in(&dir.path(""));
+    let names = dir.files_in("");
     let nodes: Vec<String> = names.iter().map(|n| node(&dir.path(n))).collect();
     let p = |n: &str| dir.arg(n);
     let cases: Vec<(&str, Vec<String>, &str)> = vec![
@@ -404,7 +395,7 @@ fn what_cannot_be_an_output_is_refused_and_left_alone() {
         let out = cli(&args);
         assert!(reader.finish().is_empty(), "{what}: the FIFO was written");
         assert_bad_input_output(what, &out, flag);
-        assert_eq!(files_in(&dir.path("")), names, "{what}");
+        assert_eq!(dir.files_in(""), names, "{what}");
         let after: Vec<String> = names.iter().map(|n| node(&dir.path(n))).collect();
         assert_eq!(after, nodes, "{what}");
         assert_eq!(std::fs::read(dir.path("real/t.npy")).unwrap(), b"old");

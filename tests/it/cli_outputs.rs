@@ -11,15 +11,6 @@ fn inputs(dir: &TempDir) -> String {
     dir.npy("q.npy", &a)
 }
 
-fn files_in(dir: &TempDir) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir.path(""))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn two_outputs_with_one_path_are_bad_input() {
     let dir = TempDir::new("outputs-collide");
@@ -49,7 +40,7 @@ fn two_outputs_with_one_path_are_bad_input() {
         ];
         args.extend(extra);
         assert_bad_input(what, &args, flag);
-        assert_eq!(files_in(&dir), ["q.npy"], "{what}");
+        assert_eq!(dir.files_in(""), ["q.npy"], "{what}");
     }
     let w = dir.arg("nowhere/w.npy");
     assert_bad_input(
@@ -69,7 +60,7 @@ fn two_outputs_with_one_path_are_bad_input() {
         ],
         "--weights",
     );
-    assert_eq!(files_in(&dir), ["q.npy"]);
+    assert_eq!(dir.files_in(""), ["q.npy"]);
 }
 
 /// A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
@@ -104,11 +95,11 @@ fn a_failed_write_exits_1_and_leaves_no_file() {
         "{msg}"
     );
     assert_eq!(msg.lines().count(), 1, "{msg}");
-    assert_eq!(files_in(&dir), ["q.npy"]);
+    assert_eq!(dir.files_in(""), ["q.npy"]);
     // Without the limit the same command writes all three.
     let out = cli(&args);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert_eq!(files_in(&dir), ["l.npy", "o.npy", "q.npy", "w.npy"]);
+    assert_eq!(dir.files_in(""), ["l.npy", "o.npy", "q.npy", "w.npy"]);
 }
 
 /// A full disk, for real: a 16 KiB tmpfs. Needs root to mount; .ci/run runs it.
