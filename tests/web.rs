@@ -353,7 +353,17 @@ async fn tiny_bert_forward_on_webgpu() {
     assert_eq!(ids, [2, 4, 5, 6, 7, 4, 8, 3]);
     let gpu = model.upload(&ctx).expect("upload");
     let got = gpu.forward(&ctx, &ids, true).await.expect("gpu forward");
-    let want = model.forward_cpu(&ids, true).expect("cpu forward");
+    let want = model
+        .forward_reference(&ids, true)
+        .expect("reference forward");
+    // The fast f32 CPU path (single-threaded here) against the same reference.
+    let fast = model.forward_cpu(&ids, true).expect("fast cpu forward");
+    for (g, w) in fast.hidden.iter().zip(want.hidden.iter()) {
+        assert!(
+            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "fast cpu hidden {g} against {w}"
+        );
+    }
     let (ga, wa) = (
         got.attention.expect("attention"),
         want.attention.expect("attention"),
@@ -385,7 +395,7 @@ async fn llama_tiny_forward_and_cached_generation() {
     let ctx = ctx().await;
     let m = llama_tiny::tiny_model(1, false);
     let ids = [84, 71, 256, 67, 64, 83, 12];
-    let cpu = m.forward_cpu(&ids, true).expect("llama CPU forward");
+    let cpu = m.forward_reference(&ids, true).expect("llama CPU forward");
     let gpu = m.upload(&ctx).expect("llama upload");
     let got = gpu
         .forward(&ctx, &ids, true)
@@ -416,7 +426,7 @@ async fn llama_tiny_forward_and_cached_generation() {
         .await
         .expect("full");
     let on_cpu = m
-        .generate_cpu(&ids, &opts, &mut |_| {})
+        .generate_reference(&ids, &opts, &mut |_| {})
         .expect("CPU generation");
     assert_eq!(cached.generated.len(), 8);
     assert_eq!(cached.generated, full.generated, "cached vs recomputed");

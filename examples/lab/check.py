@@ -243,6 +243,13 @@ def check_minilm(page, out_dir):
     load_model(page, "minilm", "The cat sat on the mat")
     picks = [(0, 0), (2, 5), (layers - 1, heads - 1)]
     r, m = check_rows(page, "MiniLM", ref, shape, picks, 2e-4)
+    shown = float(page.js("return document.getElementById('forwardtime').dataset.ms;"))
+    assert shown == r["forward_ms"], (shown, r["forward_ms"])
+    print(f"MiniLM: forward pass on {r['backend']} {r['forward_ms']:.0f} ms for "
+          f"{len(r['tokens'])} tokens (float64 reference {r['reference_ms']:.0f} ms)")
+    if r["backend"] == "cpu":
+        # Without WebGPU the page's attention comes from the fast CPU path.
+        assert r["forward_ms"] < 1000, f"MiniLM on the CPU path took {r['forward_ms']:.0f} ms"
     assert r["tokens"][0] == "[CLS]" and r["tokens"][-1] == "[SEP]", r["tokens"]
     assert r["tokens"][2] == "cat", r["tokens"]
     page.click('#strip button[data-index="2"]')

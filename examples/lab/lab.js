@@ -166,6 +166,18 @@ function draw() {
   badge($("badge"), result.badge, result.backend === "webgpu" ? "GPU" : "shown");
   $("grid").innerHTML = result.grid_svg;
   badge($("gridbadge"), Math.max(...result.grid_badges), "GPU");
+  // A real model's pass reports its own time (the built-in embedding has none).
+  const ft = $("forwardtime");
+  if (result.forward_ms !== undefined) {
+    const where = result.backend === "webgpu" ? "WebGPU" : "the fast CPU path (no WebGPU)";
+    ft.textContent = `forward pass on ${where}: ${result.forward_ms.toFixed(0)} ms for ` +
+      `${result.token_labels.length} tokens; the float64 reference it is badged against: ` +
+      `${result.reference_ms.toFixed(0)} ms`;
+    ft.dataset.ms = String(result.forward_ms);
+  } else {
+    ft.textContent = "";
+    delete ft.dataset.ms;
+  }
   if (pinned !== null && pinned >= result.tokens.length) pinned = null;
   drawStrip();
   drawBars(pinned);

@@ -545,7 +545,8 @@ async fn run(req: &Value) -> Result<Value, String> {
 }
 
 /// A sentence through a real model: every layer's and head's attention from the GPU
-/// forward pass, badged against the float64 CPU forward pass of the same page.
+/// forward pass (or, without WebGPU, the fast f32 CPU pass), badged against the float64
+/// CPU forward pass of the same page. `forward_ms` is the time of the pass shown.
 async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
     let err = |e: ModelError| e.to_string();
     let tokens = m
@@ -554,11 +555,15 @@ async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
         .map_err(err)?;
     let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
     let texts: Vec<String> = tokens.iter().map(|t| t.text.clone()).collect();
-    let cpu = m.model.forward_cpu(&ids, true).map_err(err)?;
+    let t0 = now();
     let (backend, shown) = match (gpu(), &m.gpu) {
         (Some(ctx), Some(g)) => ("webgpu", g.forward(&ctx, &ids, true).await.map_err(err)?),
-        _ => ("cpu", cpu.clone()),
+        _ => ("cpu", m.model.forward_cpu(&ids, true).map_err(err)?),
     };
+    let forward_ms = now() - t0;
+    let t0 = now();
+    let cpu = m.model.forward_reference(&ids, true).map_err(err)?;
+    let reference_ms = now() - t0;
     let att = shown.attention.ok_or("the model returned no attention")?;
     let att_cpu = cpu.attention.ok_or("the model returned no attention")?;
     let (layers, heads, _, _) = att.dim();
@@ -619,5 +624,7 @@ async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
             format!("{} · layer {layer} · head {head}{} · “{sentence}”", info.architecture, if word_view { " · words" } else { "" })),
         "grid_svg": grid.svg(),
         "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
+        "forward_ms": forward_ms,
+        "reference_ms": reference_ms,
     }))
 }

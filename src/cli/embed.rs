@@ -1,6 +1,6 @@
 //! `wgpu-attention model embed` and `model similarity`: sentence embeddings of a BERT
 //! sentence-transformers model (all-MiniLM-L6-v2), pooled as its modules.json and pooling
-//! config say, batched through key padding on the GPU or one by one on the float64 CPU
+//! config say, batched through key padding on the GPU or one by one on the fast f32 CPU
 //! path. Every sentence is checked before a device opens; `--out` is claimed before any
 //! work and appears only once every embedding is computed.
 
@@ -40,7 +40,7 @@ pub struct EmbedArgs {
     /// longest sentence and no token attends to padding.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EMBED_BATCH)]
     pub batch: usize,
-    /// Where to compute: the GPU kernels or the float64 CPU path.
+    /// Where to compute: the GPU kernels or the fast f32 CPU path.
     #[arg(long, value_enum, default_value_t = Backend::Gpu)]
     pub backend: Backend,
 }
@@ -53,7 +53,7 @@ pub struct SimilarityArgs {
     /// The two sentences to compare: give the flag twice.
     #[arg(long, value_name = "TEXT", allow_hyphen_values = true, required = true)]
     pub text: Vec<String>,
-    /// Where to compute: the GPU kernels or the float64 CPU path.
+    /// Where to compute: the GPU kernels or the fast f32 CPU path.
     #[arg(long, value_enum, default_value_t = Backend::Gpu)]
     pub backend: Backend,
 }

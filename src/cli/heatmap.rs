@@ -52,7 +52,7 @@ pub struct HeatmapArgs {
         allow_hyphen_values = true
     )]
     pub text: Option<String>,
-    /// Where the model runs: the GPU kernels or the float64 CPU path.
+    /// Where the model runs: the GPU kernels or the fast f32 CPU path.
     #[arg(long, value_enum, default_value_t = Backend::Gpu, requires = "model")]
     pub backend: Backend,
     /// Token labels for the keys (and for the queries when Lq = Lk): the JSON list

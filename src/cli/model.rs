@@ -1,7 +1,7 @@
 //! `wgpu-attention model info|tokenize|attention|next|generate|embed|similarity`: real
 //! pretrained models
 //! (a Hugging Face BERT directory or a llama-family GGUF file) on the GPU kernels or the
-//! float64 CPU path. Every input is checked before a device opens; outputs are written
+//! fast f32 CPU path. Every input is checked before a device opens; outputs are written
 //! only once everything they hold has been computed.
 
 use std::io::Write;
@@ -77,7 +77,7 @@ pub enum ModelCommand {
         /// Also write the token strings as a JSON list (special tokens included).
         #[arg(long, value_name = "T.json")]
         tokens_out: Option<PathBuf>,
-        /// Where to compute: the GPU kernels or the float64 CPU path.
+        /// Where to compute: the GPU kernels or the fast f32 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
         /// Run the forward pass N more times and report their median time (the first
@@ -108,7 +108,7 @@ pub enum ModelCommand {
         /// Also write the logits at the last position: float32 (vocab,).
         #[arg(long, value_name = "LOGITS.npy")]
         logits_out: Option<PathBuf>,
-        /// Where to compute: the GPU kernels or the float64 CPU path.
+        /// Where to compute: the GPU kernels or the fast f32 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
     },
@@ -163,7 +163,7 @@ pub enum ModelCommand {
             allow_hyphen_values = true
         )]
         system: Option<String>,
-        /// Where to compute: the GPU kernels or the float64 CPU path.
+        /// Where to compute: the GPU kernels or the fast f32 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
     },

@@ -77,7 +77,7 @@ impl Model {
         }
     }
 
-    /// The float64 CPU forward pass.
+    /// The fast f32 CPU forward pass (`--backend cpu`).
     ///
     /// # Errors
     /// The family's input errors.
@@ -85,6 +85,21 @@ impl Model {
         match self {
             Self::Bert(m) => m.forward_cpu(ids, attention),
             Self::Llama(m) => m.forward_cpu(ids, attention),
+        }
+    }
+
+    /// The float64 CPU forward pass: the reference the other paths are checked against.
+    ///
+    /// # Errors
+    /// The family's input errors.
+    pub fn forward_reference(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<ForwardOutput, ModelError> {
+        match self {
+            Self::Bert(m) => m.forward_reference(ids, attention),
+            Self::Llama(m) => m.forward_reference(ids, attention),
         }
     }
 

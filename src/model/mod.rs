@@ -1,12 +1,13 @@
 //! Real pretrained models on the crate's kernels: a BERT encoder loaded from a Hugging Face
 //! directory (all-MiniLM-L6-v2) and a llama-family causal decoder loaded from a GGUF file
 //! (SmolLM2-135M-Instruct), each with a GPU forward pass built from WGSL kernels and the
-//! crate's own attention paths, and a float64 CPU forward pass with the same semantics.
+//! crate's own attention paths, and a CPU forward pass with the same semantics in f32 (fast) and float64 (the reference).
 //!
 //! `scripts/fetch-models.sh` fetches both models into the cache directory that
 //! [`resolve_model_path`] searches, so they may be named `minilm` and `smollm2`.
 
 pub mod bert;
+mod cpu_float;
 mod error;
 mod family;
 mod files;

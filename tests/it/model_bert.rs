@@ -45,13 +45,29 @@ fn ids(n: usize) -> Vec<u32> {
 }
 
 #[test]
-fn tiny_bert_gpu_matches_cpu() {
+fn tiny_bert_gpu_and_fast_cpu_match_the_reference() {
     let m = model(&tiny_bert(1));
     let gpu = m.upload(ctx()).expect("upload");
     // 1 token, lengths around the linear kernel's 16-row tiles, and every position.
     for len in [1, 5, 15, 16, 17, POSITIONS] {
         let ids = ids(len);
-        let cpu = m.forward_cpu(&ids, true).expect("cpu forward");
+        let cpu = m.forward_reference(&ids, true).expect("reference forward");
+        // The fast f32 CPU path is one more path checked against the reference.
+        let fast = m.forward_cpu(&ids, true).expect("fast cpu forward");
+        assert_close(
+            &format!("fast cpu hidden, L = {len}"),
+            fast.hidden.as_slice().unwrap(),
+            cpu.hidden.as_slice().unwrap(),
+            1e-4,
+            1e-4,
+        );
+        assert_close(
+            &format!("fast cpu attention, L = {len}"),
+            fast.attention.as_ref().unwrap().as_slice().unwrap(),
+            cpu.attention.as_ref().unwrap().as_slice().unwrap(),
+            2e-4,
+            1e-3,
+        );
         let got = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu forward");
         let (ca, ga) = (
             cpu.attention.expect("cpu attention"),
@@ -94,7 +110,7 @@ fn tiny_bert_gpu_matches_cpu() {
 #[test]
 fn tiny_bert_cpu_attention_is_softmax_of_finite_rows() {
     let m = model(&tiny_bert(2));
-    let out = m.forward_cpu(&ids(9), true).expect("forward");
+    let out = m.forward_reference(&ids(9), true).expect("forward");
     let a = out.attention.expect("attention");
     assert!(a.iter().all(|p| p.is_finite() && *p >= 0.0));
     for row in a.rows() {
@@ -102,7 +118,7 @@ fn tiny_bert_cpu_attention_is_softmax_of_finite_rows() {
     }
     // Different weights give different outputs: the forward reads them.
     let other = model(&tiny_bert(3))
-        .forward_cpu(&ids(9), true)
+        .forward_reference(&ids(9), true)
         .expect("forward");
     assert_ne!(other.hidden, out.hidden);
 }
@@ -309,6 +325,7 @@ fn bad_ids_and_texts_are_input_errors() {
     ] {
         for e in [
             m.forward_cpu(bad, true).err(),
+            m.forward_reference(bad, true).err(),
             pollster::block_on(gpu.forward(ctx(), bad, true)).err(),
         ] {
             match e {

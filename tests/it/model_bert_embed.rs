@@ -74,7 +74,15 @@ fn a_padded_batch_matches_the_cpu_path_and_each_sentence_alone() {
         lens.iter().max() > Some(&16) && lens.contains(&3),
         "{lens:?}"
     );
-    let want = model.embed_cpu(SENTENCES).expect("cpu embed");
+    let ids = model.tokenize_sentences(SENTENCES).expect("ids");
+    let want = model.embed_ids_reference(&ids).expect("reference embed");
+    let fast = model.embed_cpu(SENTENCES).expect("fast cpu embed");
+    assert_rows_close(
+        "fast cpu against float64",
+        &fast.mapv(|v| v as f32),
+        &want,
+        1e-5,
+    );
     // Rows are unit vectors: the norm is part of what is checked.
     for row in want.rows() {
         assert!((row.dot(&row) - 1.0).abs() < 1e-12);
@@ -416,12 +424,19 @@ mod real {
         let (i, err) = worst_cosine_error(&got, &want);
         assert!(err < 1e-5, "sentence {i}: 1 - cos = {err:.2e}");
         assert_rows_close("gpu against numpy", &got, &want.mapv(f64::from), 2e-6);
-        let cpu = model.embed_ids_cpu(&ids).expect("cpu embed");
+        let cpu = model.embed_ids_reference(&ids).expect("reference embed");
         assert_rows_close(
             "float64 cpu against numpy",
             &cpu.mapv(|v| v as f32),
             &want.mapv(f64::from),
             1e-6,
+        );
+        let fast = model.embed_ids_cpu(&ids).expect("fast cpu embed");
+        assert_rows_close(
+            "fast f32 cpu against numpy",
+            &fast.mapv(|v| v as f32),
+            &want.mapv(f64::from),
+            2e-6,
         );
         // Three lengths alone: the shortest, the longest and one between.
         for i in [1, 2, 7] {

@@ -131,9 +131,14 @@ fn tokenizer_ids_equal_the_python_tokenizers() {
 
 #[test]
 #[ignore = "needs the fetched models: scripts/fetch-models.sh"]
-fn cpu_forward_matches_the_numpy_reference() {
+fn cpu_forwards_match_the_numpy_reference() {
     let m = minilm();
-    check_forward("cpu", |ids| m.forward_cpu(ids, true).expect("cpu forward"));
+    check_forward("fast cpu", |ids| {
+        m.forward_cpu(ids, true).expect("cpu forward")
+    });
+    check_forward("float64 cpu", |ids| {
+        m.forward_reference(ids, true).expect("reference forward")
+    });
 }
 
 #[test]

@@ -1,37 +1,37 @@
-//! The encoder in float64 on the CPU: the reference the GPU path is checked against.
-//! Weights are f32 as stored and promoted to f64 as they are read.
+//! The encoder on the CPU, written once over [`CpuFloat`]: in f64 it is the reference the
+//! other paths are checked against (weights promoted to f64 as they are read), in f32 it
+//! is the fast path of `--backend cpu` (see `model/cpu_float.rs`).
 
 use ndarray::{Array2, Array4, ArrayView1, ArrayView2};
 
 use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
+use crate::error::AttentionError;
+use crate::model::cpu_float::{CpuFloat, Heads};
 use crate::model::stages::Clock;
 
-/// A row-major `(rows, cols)` f64 matrix.
-struct Mat {
+/// A row-major `(rows, cols)` matrix.
+struct Mat<T> {
     rows: usize,
     cols: usize,
-    data: Vec<f64>,
+    data: Vec<T>,
 }
 
-impl Mat {
-    fn row(&self, r: usize) -> &[f64] {
+impl<T> Mat<T> {
+    fn row(&self, r: usize) -> &[T] {
         &self.data[r * self.cols..(r + 1) * self.cols]
     }
 }
 
 /// `x Wᵀ + b`.
-fn dense(x: &Mat, d: &Dense) -> Mat {
+fn dense<T: CpuFloat>(x: &Mat<T>, d: &Dense) -> Mat<T> {
     let (out, inp) = d.w.dim();
     debug_assert_eq!(inp, x.cols);
     let w = d.w.as_standard_layout();
-    let w = w.as_slice().unwrap_or_default();
-    let mut data = Vec::with_capacity(x.rows * out);
-    for r in 0..x.rows {
-        let xr = x.row(r);
-        for (o, wr) in w.chunks_exact(inp).enumerate() {
-            let dot: f64 = xr.iter().zip(wr).map(|(a, &b)| a * f64::from(b)).sum();
-            data.push(dot + f64::from(d.b[o]));
+    let mut data = T::matmul(&x.data, x.rows, w.as_slice().unwrap_or_default(), inp);
+    for row in data.chunks_exact_mut(out.max(1)) {
+        for (y, &b) in row.iter_mut().zip(d.b.iter()) {
+            *y += T::of(b);
         }
     }
     Mat {
@@ -42,25 +42,26 @@ fn dense(x: &Mat, d: &Dense) -> Mat {
 }
 
 /// `LayerNorm(x + residual)` over each row.
-fn add_norm(x: &Mat, residual: Option<&Mat>, n: &Norm, eps: f64) -> Mat {
+fn add_norm<T: CpuFloat>(x: &Mat<T>, residual: Option<&Mat<T>>, n: &Norm, eps: f64) -> Mat<T> {
     let mut data = Vec::with_capacity(x.data.len());
+    let (eps, width) = (T::of64(eps), T::of64(x.cols as f64));
     for r in 0..x.rows {
-        let row: Vec<f64> = match residual {
+        let row: Vec<T> = match residual {
             Some(res) => x
                 .row(r)
                 .iter()
                 .zip(res.row(r))
-                .map(|(a, b)| a + b)
+                .map(|(&a, &b)| a + b)
                 .collect(),
             None => x.row(r).to_vec(),
         };
-        let mean = row.iter().sum::<f64>() / row.len() as f64;
-        let var = row.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / row.len() as f64;
-        let inv = 1.0 / (var + eps).sqrt();
+        let mean = row.iter().copied().sum::<T>() / width;
+        let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<T>() / width;
+        let inv = (var + eps).sqrt().recip();
         data.extend(
             row.iter()
                 .enumerate()
-                .map(|(c, v)| (v - mean) * inv * f64::from(n.w[c]) + f64::from(n.b[c])),
+                .map(|(c, &v)| (v - mean) * inv * T::of(n.w[c]) + T::of(n.b[c])),
         );
     }
     Mat {
@@ -103,21 +104,24 @@ pub(crate) fn gelu(x: f64) -> f64 {
     0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))
 }
 
-/// The encoder's result in f64.
-pub(crate) struct CpuForward {
-    pub hidden: Array2<f64>,
+/// The encoder's result.
+pub(crate) struct CpuForward<T> {
+    pub hidden: Array2<T>,
     pub attention: Option<Array4<f32>>,
 }
 
 /// Runs the encoder over `ids` (already checked against the vocabulary and positions),
 /// charging each stage to `clock` when there is one.
-pub(crate) fn forward(
+///
+/// # Errors
+/// [`AttentionError::TooLarge`] when the fast path's attention outputs do not fit in memory.
+pub(crate) fn forward<T: CpuFloat>(
     w: &BertWeights,
     c: &BertConfig,
     ids: &[u32],
     attention: bool,
     mut clock: Option<&mut Clock>,
-) -> CpuForward {
+) -> Result<CpuForward<T>, AttentionError> {
     let mut lap = |stage: &'static str| {
         if let Some(c) = clock.as_deref_mut() {
             c.lap(stage);
@@ -141,13 +145,12 @@ pub(crate) fn forward(
             w.token_type.row(0),
         );
         x.data
-            .extend((0..h).map(|j| f64::from(word[j]) + f64::from(place[j]) + f64::from(kind[j])));
+            .extend((0..h).map(|j| T::of(word[j]) + T::of(place[j]) + T::of(kind[j])));
     }
     let eps = c.layer_norm_eps;
     let mut x = add_norm(&x, None, &w.embed_norm, eps);
     lap("embeddings + LayerNorm");
     let mut probs = attention.then(|| Array4::<f32>::zeros((w.layers.len(), heads, l, l)));
-    let scale = 1.0 / (dim as f64).sqrt();
     for (n, layer) in w.layers.iter().enumerate() {
         let (q, k, v) = (
             dense(&x, &layer.query),
@@ -155,54 +158,44 @@ pub(crate) fn forward(
             dense(&x, &layer.value),
         );
         lap("q, k, v projections");
-        let mut ctx = Mat {
-            rows: l,
-            cols: h,
-            data: vec![0.0; l * h],
-        };
-        let mut p = vec![0.0f64; l];
-        for head in 0..heads {
-            let cols = head * dim..(head + 1) * dim;
-            for i in 0..l {
-                let qi = &q.row(i)[cols.clone()];
-                for (j, pj) in p.iter_mut().enumerate() {
-                    let kj = &k.row(j)[cols.clone()];
-                    *pj = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f64>();
-                }
-                let max = p.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                p.iter_mut().for_each(|v| *v = (*v - max).exp());
-                let total: f64 = p.iter().sum();
-                p.iter_mut().for_each(|v| *v /= total);
-                if let Some(a) = probs.as_mut() {
-                    for (j, &pj) in p.iter().enumerate() {
-                        a[[n, head, i, j]] = pj as f32;
-                    }
-                }
-                let out = &mut ctx.data[i * h + head * dim..i * h + (head + 1) * dim];
-                for (j, &pj) in p.iter().enumerate() {
-                    for (o, vj) in out.iter_mut().zip(&v.row(j)[cols.clone()]) {
-                        *o += pj * vj;
-                    }
-                }
+        let heads_out = T::attention(Heads {
+            q: &q.data,
+            k: &k.data,
+            v: &v.data,
+            heads_q: heads,
+            heads_kv: heads,
+            dim,
+            causal: false,
+            want_weights: attention,
+        })?;
+        if let (Some(all), Some(p)) = (probs.as_mut(), heads_out.weights) {
+            let mut layer_probs = all.index_axis_mut(ndarray::Axis(0), n);
+            for (dst, src) in layer_probs.iter_mut().zip(p) {
+                *dst = src.to64() as f32;
             }
         }
+        let ctx = Mat {
+            rows: l,
+            cols: h,
+            data: heads_out.context,
+        };
         lap("attention");
         let a = dense(&ctx, &layer.attn_out);
         x = add_norm(&a, Some(&x), &layer.attn_norm, eps);
         lap("output projection + residual + LayerNorm");
         let mut f = dense(&x, &layer.intermediate);
         lap("intermediate dense");
-        f.data.iter_mut().for_each(|v| *v = gelu(*v));
+        f.data.iter_mut().for_each(|v| *v = T::of64(gelu(v.to64())));
         lap("GELU");
         let f = dense(&f, &layer.output);
         x = add_norm(&f, Some(&x), &layer.out_norm, eps);
         lap("output dense + residual + LayerNorm");
     }
     let hidden = Array2::from_shape_vec((l, h), x.data).unwrap_or_else(|_| Array2::zeros((l, h)));
-    CpuForward {
+    Ok(CpuForward {
         hidden,
         attention: probs,
-    }
+    })
 }
 
 /// Mean of the rows of `hidden` weighted by `mask` (1 = a real token), divided by its L2

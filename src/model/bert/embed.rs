@@ -9,6 +9,7 @@ use ndarray::{s, Array2};
 use super::batch::{longest_first, PaddedBatch};
 use super::pooling::{Pooling, SentenceConfig};
 use super::{check_ids, cpu, gpu, BertGpu, BertModel};
+use crate::model::cpu_float::CpuFloat;
 use crate::model::ModelError;
 use crate::GpuContext;
 
@@ -121,11 +122,12 @@ impl BertModel {
             .await
     }
 
-    /// The embeddings of `sentences` from the float64 CPU forward pass, each sentence
-    /// alone, pooled in float64: the reference [`BertModel::embed`] is checked against.
+    /// The embeddings of `sentences` from the fast f32 CPU forward pass (`--backend cpu`),
+    /// each sentence alone, pooled in float64.
     ///
     /// # Errors
-    /// As [`BertModel::tokenize_sentences`].
+    /// As [`BertModel::tokenize_sentences`]; [`ModelError::Attention`] when a forward
+    /// pass's outputs do not fit in memory.
     pub fn embed_cpu(&self, sentences: &[&str]) -> Result<Array2<f64>, ModelError> {
         let ids = self.tokenize_sentences(sentences)?;
         self.embed_ids_cpu(&ids)
@@ -136,6 +138,22 @@ impl BertModel {
     /// # Errors
     /// [`ModelError::Input`] for an empty list or a sentence that [`check_ids`] refuses.
     pub fn embed_ids_cpu(&self, sentences: &[Vec<u32>]) -> Result<Array2<f64>, ModelError> {
+        self.embed_ids_on::<f32>(sentences)
+    }
+
+    /// The embeddings from the float64 CPU forward pass, pooled in float64: the reference
+    /// [`BertModel::embed`] and [`BertModel::embed_ids_cpu`] are checked against.
+    ///
+    /// # Errors
+    /// As [`BertModel::embed_ids_cpu`].
+    pub fn embed_ids_reference(&self, sentences: &[Vec<u32>]) -> Result<Array2<f64>, ModelError> {
+        self.embed_ids_on::<f64>(sentences)
+    }
+
+    fn embed_ids_on<T: CpuFloat + Into<f64>>(
+        &self,
+        sentences: &[Vec<u32>],
+    ) -> Result<Array2<f64>, ModelError> {
         if sentences.is_empty() {
             return Err(no_sentences());
         }
@@ -143,7 +161,7 @@ impl BertModel {
         let mut out = Array2::zeros((sentences.len(), hidden));
         for (i, ids) in sentences.iter().enumerate() {
             check_ids(&self.config, ids)?;
-            let f = cpu::forward(&self.weights, &self.config, ids, false, None);
+            let f = cpu::forward::<T>(&self.weights, &self.config, ids, false, None)?;
             let e = self.sentence.pooling.apply(f.hidden.view());
             out.row_mut(i).assign(&ndarray::Array1::from(e));
         }

@@ -29,8 +29,8 @@ pub use pooling::{Pooling, PoolingMode, SentenceConfig};
 use tokenizer::BertTokenizer;
 use weights::BertWeights;
 
+use crate::model::cpu_float::CpuFloat;
 use crate::model::files::{read_bounded, sha256_hex};
-#[cfg(not(target_arch = "wasm32"))]
 use crate::model::stages::Clock;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::model::StageTimes;
@@ -192,19 +192,28 @@ impl BertModel {
         self.tokenizer.decode(ids)
     }
 
-    /// The forward pass in float64 on the CPU (results rounded to f32).
+    /// The forward pass on the CPU in f32, the fast path (`--backend cpu`): blocked
+    /// matrix products over threads and the crate's CPU flash attention.
     ///
     /// # Errors
     /// [`ModelError::Input`] for no ids, more ids than positions, or an id outside the
-    /// vocabulary.
+    /// vocabulary; [`ModelError::Attention`] when the attention outputs do not fit in
+    /// memory.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
-        check_ids(&self.config, ids)?;
-        let out = cpu::forward(&self.weights, &self.config, ids, attention, None);
-        Ok(ForwardOutput {
-            attention: out.attention,
-            hidden: out.hidden.mapv(|v| v as f32),
-            logits: None,
-        })
+        self.forward_on::<f32>(ids, attention, None)
+    }
+
+    /// The forward pass in float64 on the CPU (results rounded to f32): the reference
+    /// every other path is checked against. Plain loops, one thread: slow on purpose.
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_cpu`].
+    pub fn forward_reference(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.forward_on::<f64>(ids, attention, None)
     }
 
     /// [`BertModel::forward_cpu`] with the time of each stage, summed over layers.
@@ -218,21 +227,24 @@ impl BertModel {
         ids: &[u32],
         attention: bool,
     ) -> Result<(ForwardOutput, StageTimes), ModelError> {
-        check_ids(&self.config, ids)?;
         let mut clock = Clock::start();
-        let out = cpu::forward(
-            &self.weights,
-            &self.config,
-            ids,
-            attention,
-            Some(&mut clock),
-        );
-        let output = ForwardOutput {
-            attention: out.attention,
-            hidden: out.hidden.mapv(|v| v as f32),
-            logits: None,
-        };
+        let output = self.forward_on::<f32>(ids, attention, Some(&mut clock))?;
         Ok((output, clock.times))
+    }
+
+    fn forward_on<T: CpuFloat>(
+        &self,
+        ids: &[u32],
+        attention: bool,
+        clock: Option<&mut Clock>,
+    ) -> Result<ForwardOutput, ModelError> {
+        check_ids(&self.config, ids)?;
+        let out = cpu::forward::<T>(&self.weights, &self.config, ids, attention, clock)?;
+        Ok(ForwardOutput {
+            attention: out.attention,
+            hidden: out.hidden.mapv(|v| v.to64() as f32),
+            logits: None,
+        })
     }
 
     /// An encoder does not generate: always [`ModelError::Input`] naming `--model`.

@@ -32,6 +32,7 @@ pub use gpu::LlamaGpu;
 pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
 pub use weights::{LayerTensors, LayerWeights, LlamaConfig, LlamaTensors, LlamaWeights, RawTensor};
 
+use crate::model::cpu_float::CpuFloat;
 use crate::model::stages::Clock;
 use cpu::CpuCache;
 use sample::Sampler;
@@ -251,22 +252,45 @@ impl LlamaModel {
         self.tokenizer.decode(ids)
     }
 
-    /// The forward pass in float64 on the CPU (results rounded to f32).
+    /// The forward pass on the CPU in f32, the fast path (`--backend cpu`): blocked
+    /// matrix products over threads and the crate's CPU flash attention.
     ///
     /// # Errors
-    /// As [`LlamaModel::check_ids`].
+    /// As [`LlamaModel::check_ids`]; [`ModelError::Attention`] when the attention outputs
+    /// do not fit in memory.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
+        self.forward_on::<f32>(ids, attention)
+    }
+
+    /// The forward pass in float64 on the CPU (results rounded to f32): the reference
+    /// every other path is checked against. Plain loops, one thread: slow on purpose.
+    ///
+    /// # Errors
+    /// As [`LlamaModel::forward_cpu`].
+    pub fn forward_reference(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.forward_on::<f64>(ids, attention)
+    }
+
+    fn forward_on<T: CpuFloat>(
+        &self,
+        ids: &[u32],
+        attention: bool,
+    ) -> Result<ForwardOutput, ModelError> {
         let c = &self.config;
         check_ids(c, ids)?;
         let l = ids.len();
-        let out = cpu::pass(
+        let out = cpu::pass::<T>(
             c,
             self.weights(),
             ids,
             &mut CpuCache::new(c.layers),
             attention,
-        );
-        let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+        )?;
+        let f32s = |v: Vec<T>| v.into_iter().map(|x| x.to64() as f32).collect::<Vec<f32>>();
         let shape_bug = |e: ndarray::ShapeError| ModelError::format("llama forward", e.to_string());
         Ok(ForwardOutput {
             attention: out
@@ -279,10 +303,10 @@ impl LlamaModel {
         })
     }
 
-    /// Greedy or sampled generation on the CPU; `on_token` sees each new token as it
-    /// comes. With `use_cache` each token after the prompt costs one step; without, the
-    /// whole sequence is recomputed for every token. Generation stops after
-    /// `max_new_tokens`, or before emitting the end-of-sequence token when
+    /// Greedy or sampled generation on the CPU in f32 (the fast path); `on_token` sees
+    /// each new token as it comes. With `use_cache` each token after the prompt costs one
+    /// step; without, the whole sequence is recomputed for every token. Generation stops
+    /// after `max_new_tokens`, or before emitting the end-of-sequence token when
     /// `stop_at_eos` (which is then neither passed on nor listed).
     ///
     /// # Errors
@@ -295,19 +319,48 @@ impl LlamaModel {
         opts: &GenerateOptions,
         on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
+        self.generate_on::<f32>(prompt, opts, on_token)
+    }
+
+    /// [`LlamaModel::generate_cpu`] in float64: the reference generation.
+    ///
+    /// # Errors
+    /// As [`LlamaModel::generate_cpu`].
+    pub fn generate_reference(
+        &self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<GenerateStats, ModelError> {
+        self.generate_on::<f64>(prompt, opts, on_token)
+    }
+
+    fn generate_on<T: CpuFloat>(
+        &self,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<GenerateStats, ModelError> {
         let c = &self.config;
         check_generate(c, prompt, opts)?;
         let mut run = Generation::new(self.eos(), prompt, opts);
-        let mut cache = CpuCache::new(c.layers);
+        let mut cache = CpuCache::<T>::new(c.layers);
         let mut next_input: Vec<u32> = prompt.to_vec();
         while !run.done() {
             let logits = if opts.use_cache {
-                cpu::pass(c, self.weights(), &next_input, &mut cache, false).logits
+                cpu::pass(c, self.weights(), &next_input, &mut cache, false)?.logits
             } else {
                 let seq = run.sequence();
-                cpu::pass(c, self.weights(), &seq, &mut CpuCache::new(c.layers), false).logits
+                cpu::pass(
+                    c,
+                    self.weights(),
+                    &seq,
+                    &mut CpuCache::<T>::new(c.layers),
+                    false,
+                )?
+                .logits
             };
-            let logits: Vec<f32> = logits.into_iter().map(|x| x as f32).collect();
+            let logits: Vec<f32> = logits.into_iter().map(|x| x.to64() as f32).collect();
             match run.accept(&logits, on_token) {
                 Some(t) => next_input = vec![t],
                 None => break,

@@ -4,6 +4,8 @@
 //! `i` and `i + D/2` rotated with `rotate_half`, into this order; the reference generator
 //! un-permutes instead, so the two conventions check each other.)
 
+use crate::model::cpu_float::CpuFloat;
+
 /// The rotation frequencies of one head width.
 #[derive(Debug, Clone)]
 pub(crate) struct Rope {
@@ -22,11 +24,13 @@ impl Rope {
 
     /// Rotates every head in `x` (heads of `2 * inv_freq.len()` values, back to back) as
     /// the token at `pos`.
-    pub(crate) fn apply(&self, x: &mut [f64], pos: usize) {
+    /// The angle is computed in f64 whatever `T` is, so long positions lose nothing to it.
+    pub(crate) fn apply<T: CpuFloat>(&self, x: &mut [T], pos: usize) {
         let d = 2 * self.inv_freq.len();
-        for head in x.chunks_exact_mut(d) {
+        for head in x.chunks_exact_mut(d.max(1)) {
             for (pair, f) in head.chunks_exact_mut(2).zip(&self.inv_freq) {
                 let (s, c) = (pos as f64 * f).sin_cos();
+                let (s, c) = (T::of64(s), T::of64(c));
                 let (a, b) = (pair[0], pair[1]);
                 pair[0] = a * c - b * s;
                 pair[1] = a * s + b * c;

@@ -215,10 +215,11 @@ fn check_next(what: &str, out: &ForwardOutput) {
 #[test]
 #[ignore = "needs the fetched models: scripts/fetch-models.sh"]
 fn cpu_attention_of_i_love_ai_matches_the_reference() {
-    let out = model()
-        .forward_cpu(&ids_of("I love AI !"), true)
-        .expect("forward");
-    check_attention("cpu", &out);
+    let ids = ids_of("I love AI !");
+    let out = model().forward_cpu(&ids, true).expect("forward");
+    check_attention("fast cpu", &out);
+    let out = model().forward_reference(&ids, true).expect("forward");
+    check_attention("float64 cpu", &out);
 }
 
 #[test]
@@ -232,10 +233,11 @@ fn gpu_attention_of_i_love_ai_matches_the_reference() {
 #[test]
 #[ignore = "needs the fetched models: scripts/fetch-models.sh"]
 fn cpu_next_token_after_the_capital_of_france_is_paris() {
-    let out = model()
-        .forward_cpu(&ids_of("The capital of France is"), false)
-        .expect("forward");
-    check_next("cpu", &out);
+    let ids = ids_of("The capital of France is");
+    let out = model().forward_cpu(&ids, false).expect("forward");
+    check_next("fast cpu", &out);
+    let out = model().forward_reference(&ids, false).expect("forward");
+    check_next("float64 cpu", &out);
 }
 
 #[test]

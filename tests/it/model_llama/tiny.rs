@@ -4,7 +4,7 @@
 use ndarray::{s, Array1};
 use wgpu_attention::model::llama::{gguf, LlamaModel};
 use wgpu_attention::model::MODEL_SHADER_SOURCES;
-use wgpu_attention::model::{GenerateOptions, ModelError, Sampling};
+use wgpu_attention::model::{GenerateOptions, GenerateStats, ModelError, Sampling};
 
 use super::gguf_writer::{llama_meta, llama_tensors, write, Meta, Tensor};
 use super::tiny_model::{tiny_model, tiny_tokenizer_spec, tiny_weights, TINY};
@@ -48,7 +48,22 @@ fn gpu_forward_matches_cpu_with_tied_and_separate_output() {
     for tied in [true, false] {
         let m = tiny_model(1, tied);
         let ids = prompt();
-        let cpu = m.forward_cpu(&ids, true).expect("cpu");
+        let cpu = m.forward_reference(&ids, true).expect("reference");
+        let fast = m.forward_cpu(&ids, true).expect("fast cpu");
+        assert_close(
+            "fast cpu attention",
+            fast.attention.as_ref().unwrap().view(),
+            cpu.attention.as_ref().unwrap().view(),
+            2e-5,
+            1e-4,
+        );
+        assert_close(
+            "fast cpu hidden",
+            fast.hidden.view(),
+            cpu.hidden.view(),
+            1e-4,
+            1e-4,
+        );
         let gpu = m.upload(ctx()).expect("upload");
         let got = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu");
         let (l, c) = (ids.len(), TINY);
@@ -81,43 +96,58 @@ fn a_long_prompt_matches_cpu() {
     // 110 rows: many tiles of four rows, the last one ragged.
     let m = tiny_model(9, true);
     let ids: Vec<u32> = (0..110).map(|i| (i * 37 % 258) as u32).collect();
-    let cpu = m.forward_cpu(&ids, false).expect("cpu");
+    let cpu = m.forward_reference(&ids, false).expect("reference");
     let gpu = m.upload(ctx()).expect("upload");
     let got = pollster::block_on(gpu.forward(ctx(), &ids, false)).expect("gpu");
-    assert_close("hidden", got.hidden.view(), cpu.hidden.view(), 1e-4, 1e-4);
-    let (gl, cl) = (got.logits.expect("l"), cpu.logits.expect("l"));
-    assert_close("logits", gl.view(), cl.view(), 1e-4, 1e-4);
+    let fast = m.forward_cpu(&ids, false).expect("fast cpu");
+    for (how, out) in [("gpu", got), ("fast cpu", fast)] {
+        assert_close(how, out.hidden.view(), cpu.hidden.view(), 1e-4, 1e-4);
+        let (gl, cl) = (out.logits.expect("l"), cpu.logits.clone().expect("l"));
+        assert_close(how, gl.view(), cl.view(), 1e-4, 1e-4);
+    }
 }
+
+type Generate = fn(
+    &LlamaModel,
+    &[u32],
+    &GenerateOptions,
+    &mut dyn FnMut(u32),
+) -> Result<GenerateStats, ModelError>;
+
+/// Both CPU precisions: the float64 reference and the fast f32 path.
+const CPU_GENERATIONS: [(&str, Generate); 2] = [
+    ("reference", LlamaModel::generate_reference),
+    ("fast cpu", LlamaModel::generate_cpu),
+];
 
 #[test]
 fn cpu_generation_with_the_cache_equals_recomputation() {
     let m = tiny_model(2, true);
-    for sampling in [Sampling::Greedy, SAMPLED] {
-        let mut streamed = Vec::new();
-        let cached = m
-            .generate_cpu(&prompt(), &opts(12, true, sampling), &mut |t| {
+    for (how, generate) in CPU_GENERATIONS {
+        for sampling in [Sampling::Greedy, SAMPLED] {
+            let mut streamed = Vec::new();
+            let cached = generate(&m, &prompt(), &opts(12, true, sampling), &mut |t| {
                 streamed.push(t)
             })
             .expect("cached");
-        let full = m
-            .generate_cpu(&prompt(), &opts(12, false, sampling), &mut |_| {})
-            .expect("full");
-        assert_eq!(cached.generated.len(), 12);
-        assert_eq!(cached.generated, full.generated, "{sampling:?}");
-        assert_eq!(cached.generated, streamed);
-        assert_eq!(cached.prompt_tokens, prompt().len());
+            let full =
+                generate(&m, &prompt(), &opts(12, false, sampling), &mut |_| {}).expect("full");
+            assert_eq!(cached.generated.len(), 12);
+            assert_eq!(cached.generated, full.generated, "{how} {sampling:?}");
+            assert_eq!(cached.generated, streamed);
+            assert_eq!(cached.prompt_tokens, prompt().len());
+        }
+        // The first greedy token is the argmax of the full pass's last logits.
+        let logits = m
+            .forward_reference(&prompt(), false)
+            .expect("full")
+            .logits
+            .expect("logits");
+        let best = (0..logits.len()).fold(0, |b, i| if logits[i] > logits[b] { i } else { b });
+        let one =
+            generate(&m, &prompt(), &opts(1, true, Sampling::Greedy), &mut |_| {}).expect("one");
+        assert_eq!(one.generated, vec![best as u32], "{how}");
     }
-    // The first greedy token is the argmax of the full pass's last logits.
-    let logits = m
-        .forward_cpu(&prompt(), false)
-        .expect("full")
-        .logits
-        .expect("logits");
-    let best = (0..logits.len()).fold(0, |b, i| if logits[i] > logits[b] { i } else { b });
-    let one = m
-        .generate_cpu(&prompt(), &opts(1, true, Sampling::Greedy), &mut |_| {})
-        .expect("one");
-    assert_eq!(one.generated, vec![best as u32]);
 }
 
 #[test]
@@ -133,7 +163,9 @@ fn gpu_generation_with_the_cache_equals_recomputation_and_the_cpu() {
         let o = opts(12, false, sampling);
         let full =
             pollster::block_on(gpu.generate(ctx(), &prompt(), &o, &mut |_| {})).expect("full");
-        let cpu = m.generate_cpu(&prompt(), &o, &mut |_| {}).expect("cpu");
+        let cpu = m
+            .generate_reference(&prompt(), &o, &mut |_| {})
+            .expect("cpu");
         assert_eq!(cached.generated.len(), 12);
         assert_eq!(cached.generated, full.generated, "{sampling:?}");
         assert_eq!(cached.generated, streamed);

@@ -91,7 +91,7 @@ fn quantized_models_on_the_gpu_match_the_cpu_pass() {
             gpu.weight_bytes(),
             m.tensors().bytes()
         );
-        let cpu = m.forward_cpu(&ids, false).expect("cpu");
+        let cpu = m.forward_reference(&ids, false).expect("reference");
         let got = pollster::block_on(gpu.forward(ctx(), &ids, false)).expect("gpu");
         assert_close(
             &format!("{what}: hidden"),
@@ -111,7 +111,7 @@ fn quantized_models_on_the_gpu_match_the_cpu_pass() {
         let g = pollster::block_on(gpu.generate(ctx(), &ids[..5], &opts, &mut |_| {}))
             .expect("gpu gen");
         let c = m
-            .generate_cpu(&ids[..5], &opts, &mut |_| {})
+            .generate_reference(&ids[..5], &opts, &mut |_| {})
             .expect("cpu gen");
         assert_eq!(g.generated, c.generated, "{what}: greedy tokens");
     }
