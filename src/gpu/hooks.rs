@@ -6,20 +6,20 @@ use bytemuck::Zeroable;
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::forward::budget::key_budget;
 use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::forward::paths::split_kv::FirstPass;
+use crate::gpu::forward::tune::fused_config;
+use crate::gpu::forward::zero_run::plain_problem;
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
-use crate::gpu::tune::budget::key_budget;
-use crate::gpu::tune::fused_config;
-use crate::gpu::tune::zero_run::plain_problem;
 
 /// Records and submits one dispatch of a real kernel with one workgroup more than the
 /// device allows per dimension, inside the same error scopes every call uses, and
-/// returns what the caller would see: an [`AttentionError::Device`](crate::AttentionError::Device)
+/// returns what the caller would see: an [`AttentionError::Device`](crate::error::AttentionError::Device)
 /// naming the validation failure.
 #[doc(hidden)]
 pub async fn invalid_dispatch_for_tests(ctx: &GpuContext) -> Result<()> {
@@ -69,7 +69,7 @@ pub fn staged_plan_for_tests(
 ) -> Result<Vec<(usize, usize, usize, usize)>> {
     let p = crate::problem::validate(q, k, v, opts)?;
     let chunks =
-        crate::gpu::forward::plan::plan(&p, &crate::gpu::forward::paths::staged::limits(ctx))?;
+        crate::gpu::kernels::plan::plan(&p, &crate::gpu::forward::paths::staged::limits(ctx))?;
     Ok(chunks
         .iter()
         .map(|c| (c.bh_start, c.bh_count, c.row_start, c.row_count))
@@ -79,20 +79,20 @@ pub fn staged_plan_for_tests(
 /// Makes every decode call on `ctx` run the subgroup decode kernel, with `d_split` lanes
 /// per key (a power of two) or, when `None`, the first candidate that fits, as
 /// `WGPU_ATTENTION_KERNEL=subgroup-decode` does for every context with subgroups. Calls
-/// fail with [`AttentionError::Unsupported`](crate::AttentionError::Unsupported) where the
+/// fail with [`AttentionError::Unsupported`](crate::error::AttentionError::Unsupported) where the
 /// adapter has no subgroups of at least `d_split` lanes.
 #[doc(hidden)]
 pub fn force_subgroup_decode_for_tests(ctx: &GpuContext, d_split: Option<u32>) {
-    crate::gpu::tune::force_subgroup_decode(ctx, d_split);
+    crate::gpu::forward::tune::force_subgroup_decode(ctx, d_split);
 }
 
 /// Keys one workgroup of the fused kernel may loop over on this context, for f32 inputs
 /// of head dim `dim` in the configuration an untuned call takes; `None` where the adapter
-/// showed no limit (see `tune/budget.rs`). Tells which drivers cap shader loops, and so
+/// showed no limit (see `forward/budget.rs`). Tells which drivers cap shader loops, and so
 /// whether long key ranges run in one pass or as merged ranges.
 ///
 /// # Errors
-/// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when no fused
+/// [`AttentionError::TooLarge`](crate::error::AttentionError::TooLarge) when no fused
 /// configuration fits `dim` on this device; device errors while probing.
 #[doc(hidden)]
 pub async fn fused_key_budget(ctx: &GpuContext, dim: usize) -> Result<Option<u64>> {
@@ -108,7 +108,7 @@ pub async fn fused_key_budget(ctx: &GpuContext, dim: usize) -> Result<Option<u64
 /// that the kernel they force is the one that ran.
 ///
 /// # Errors
-/// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when no fused
+/// [`AttentionError::TooLarge`](crate::error::AttentionError::TooLarge) when no fused
 /// configuration fits; device errors.
 #[doc(hidden)]
 pub async fn fused_kernel_taken(
@@ -116,7 +116,7 @@ pub async fn fused_kernel_taken(
     q: [usize; 4],
     kv: [usize; 3],
     causal: bool,
-) -> Result<crate::FusedKernel> {
+) -> Result<crate::options::FusedKernel> {
     ctx.check_alive()?;
     let p = plain_problem(q, kv, causal, 0, false);
     Ok(fused_config(ctx, &p, Elem::F32).await?.kind.kernel())
@@ -143,9 +143,9 @@ pub type LinearLayout = [u32; 5];
 #[doc(hidden)]
 pub struct LinearForTests {
     kernel: crate::gpu::kernels::linear::LinearKernel,
-    w32: crate::GpuTensor,
+    w32: crate::gpu::device::tensor::GpuTensor,
     w16: Option<crate::gpu::kernels::linear::F16Weights>,
-    bias: crate::GpuTensor,
+    bias: crate::gpu::device::tensor::GpuTensor,
     gelu: bool,
 }
 
@@ -153,7 +153,7 @@ impl LinearForTests {
     /// Uploads W (as f16 where `f16`) and the bias, and builds the kernel of `tile`.
     ///
     /// # Errors
-    /// As the kernel's preparation: [`crate::AttentionError::Unsupported`] for a tile the
+    /// As the kernel's preparation: [`crate::error::AttentionError::Unsupported`] for a tile the
     /// adapter cannot run or f16 without `shader-f16`; device errors.
     pub async fn new(
         ctx: &GpuContext,
@@ -184,9 +184,9 @@ impl LinearForTests {
         };
         Ok(Self {
             kernel,
-            w32: crate::GpuTensor::upload(ctx, "w", w.into_dyn())?,
+            w32: crate::gpu::device::tensor::GpuTensor::upload(ctx, "w", w.into_dyn())?,
             w16,
-            bias: crate::GpuTensor::upload(ctx, "bias", bias.into_dyn())?,
+            bias: crate::gpu::device::tensor::GpuTensor::upload(ctx, "bias", bias.into_dyn())?,
             gelu,
         })
     }
@@ -201,10 +201,10 @@ impl LinearForTests {
         &self,
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
-        (x, x_layout): (&crate::GpuTensor, LinearLayout),
-        (y, y_layout): (&crate::GpuTensor, LinearLayout),
+        (x, x_layout): (&crate::gpu::device::tensor::GpuTensor, LinearLayout),
+        (y, y_layout): (&crate::gpu::device::tensor::GpuTensor, LinearLayout),
         rows: usize,
-        residual: Option<&crate::GpuTensor>,
+        residual: Option<&crate::gpu::device::tensor::GpuTensor>,
     ) -> Result<()> {
         use crate::gpu::kernels::linear::{Epilogue, HeadLayout, Linear, WeightsRef};
         let layout = |[len, heads, dim, cap, off]: LinearLayout| HeadLayout {

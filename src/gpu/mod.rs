@@ -4,4 +4,3 @@ pub(crate) mod device;
 pub(crate) mod forward;
 pub(crate) mod hooks;
 pub(crate) mod kernels;
-pub(crate) mod tune;

@@ -1,6 +1,8 @@
 //! The structure the code promises (docs/DESIGN.md, "Architecture"): each public entry
 //! validates its inputs once; inside `src/gpu/` no file imports a file that imports it
-//! back (directly or around a longer loop), no two files share a name, and no record
+//! back (directly or around a longer loop), nor does any folder (counting every import
+//! of a file inside it), no file names a crate-root re-export, no two files share a
+//! name, and no record
 //! function is async (there, nor in the model kernels of `src/model/`, which reach the
 //! device layer through `src/model/ops/glue.rs` alone).
 
@@ -196,6 +198,104 @@ fn gpu_files_import_without_loops() {
             .map(|p| p.strip_prefix(gpu_dir()).unwrap_or(p).display().to_string())
             .collect();
         panic!("import loop in src/gpu: {}", names.join(" -> "));
+    }
+}
+
+/// The import graph between sibling folders and files: an import from `a/x/f.rs` of
+/// `a/y.rs` is an edge from `a/x` to `a/y.rs`, the two children of their deepest common
+/// folder that hold them. One graph per folder, keyed by that folder.
+fn folder_graphs(
+    graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>,
+) -> BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<PathBuf>>> {
+    let mut folders: BTreeMap<PathBuf, BTreeMap<PathBuf, BTreeSet<PathBuf>>> = BTreeMap::new();
+    for (from, targets) in graph {
+        for to in targets {
+            let (a, b) = (
+                from.components().collect::<Vec<_>>(),
+                to.components().collect::<Vec<_>>(),
+            );
+            let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            if common >= a.len().min(b.len()) {
+                continue;
+            }
+            let unit = |c: &[std::path::Component<'_>]| c[..=common].iter().collect::<PathBuf>();
+            let (ua, ub) = (unit(&a), unit(&b));
+            let parent = a[..common].iter().collect::<PathBuf>();
+            let nodes = folders.entry(parent).or_default();
+            nodes.entry(ub.clone()).or_default();
+            nodes.entry(ua).or_default().insert(ub);
+        }
+    }
+    folders
+}
+
+#[test]
+fn gpu_folders_import_without_loops() {
+    let folders = folder_graphs(&import_graph());
+    assert!(
+        folders.contains_key(&gpu_dir()),
+        "expected edges between the folders of src/gpu, found {folders:?}"
+    );
+    for (folder, graph) in &folders {
+        if let Some(cycle) = find_loop(graph) {
+            let names: Vec<String> = cycle
+                .iter()
+                .map(|p| p.strip_prefix(gpu_dir()).unwrap_or(p).display().to_string())
+                .collect();
+            panic!(
+                "folder-level import loop in {}: {}",
+                folder.display(),
+                names.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_folder_graph_sees_a_loop_between_folders() {
+    // Files that never import each other, but whose folders do both ways.
+    let dir = gpu_dir();
+    let graph = BTreeMap::from([
+        (dir.join("a/one.rs"), BTreeSet::from([dir.join("b/two.rs")])),
+        (
+            dir.join("b/three.rs"),
+            BTreeSet::from([dir.join("a/four.rs")]),
+        ),
+        (
+            dir.join("a/x/five.rs"),
+            BTreeSet::from([dir.join("a/six.rs")]),
+        ),
+    ]);
+    assert_eq!(find_loop(&graph), None, "no file-level loop");
+    let folders = folder_graphs(&graph);
+    let top = &folders[&dir];
+    assert!(find_loop(top).is_some(), "{top:?}");
+    assert_eq!(
+        folders[&dir.join("a")],
+        BTreeMap::from([
+            (dir.join("a/x"), BTreeSet::from([dir.join("a/six.rs")])),
+            (dir.join("a/six.rs"), BTreeSet::new()),
+        ])
+    );
+}
+
+/// `src/gpu` reaches the crate's types through their modules, not the crate root's
+/// re-exports (which belong to the public API above it).
+#[test]
+fn gpu_files_name_no_crate_root_reexport() {
+    let mut files = Vec::new();
+    rust_files(&gpu_dir(), &mut files);
+    for f in files {
+        let source = code_only(&std::fs::read_to_string(&f).expect("source file"));
+        for (at, _) in source.match_indices("crate::") {
+            let next = source[at + "crate::".len()..].chars().next();
+            assert!(
+                !next.is_some_and(|c| c.is_ascii_uppercase()),
+                "{} names a crate-root item: {}",
+                f.display(),
+                source[at..].lines().next().unwrap_or("")
+            );
+        }
     }
 }
 

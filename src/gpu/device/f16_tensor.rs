@@ -13,8 +13,8 @@ use crate::gpu::device::tensor::TENSOR_USAGE;
 /// infinities, NaN stays NaN).
 ///
 /// # Errors
-/// [`crate::AttentionError::TooLarge`] naming `arg` when the data exceeds the device's buffer
-/// size; [`crate::AttentionError::Device`] when the device is lost or the allocation fails.
+/// [`crate::error::AttentionError::TooLarge`] naming `arg` when the data exceeds the device's buffer
+/// size; [`crate::error::AttentionError::Device`] when the device is lost or the allocation fails.
 pub(crate) fn upload(
     ctx: &GpuContext,
     arg: &'static str,

@@ -18,7 +18,7 @@ impl Timer {
     /// A timer, or `None` when the device cannot take timestamps.
     ///
     /// # Errors
-    /// [`crate::AttentionError::Device`] when the device is lost or the allocation fails.
+    /// [`crate::error::AttentionError::Device`] when the device is lost or the allocation fails.
     pub(crate) fn new(ctx: &GpuContext) -> Result<Option<Self>> {
         if !ctx.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
             return Ok(None);
@@ -72,7 +72,7 @@ impl Timer {
     /// Milliseconds between the two timestamps, once the work was submitted.
     ///
     /// # Errors
-    /// [`crate::AttentionError::Device`] when reading the timestamps fails.
+    /// [`crate::error::AttentionError::Device`] when reading the timestamps fails.
     pub(crate) async fn read_ms(&self, ctx: &GpuContext) -> Result<f64> {
         let words = read_ranges(ctx, &[(&self.resolved, 0, 16)]).await?;
         let bits: Vec<u32> = words.into_iter().flatten().map(|w| w.to_bits()).collect();

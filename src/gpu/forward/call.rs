@@ -176,7 +176,7 @@ impl<'a, 'm> Call<'a, 'm> {
     /// allocated beyond inputs and outputs.
     ///
     /// # Errors
-    /// As [`Call::record`], and [`crate::AttentionError::Device`] for what the device
+    /// As [`Call::record`], and [`crate::error::AttentionError::Device`] for what the device
     /// rejects or when it has been lost.
     pub(crate) async fn run(&self, ctx: &GpuContext, outputs: &ForwardOutputs<'_>) -> Result<u64> {
         ctx.check_alive()?;

@@ -4,9 +4,9 @@
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::io::{params_buffer, placeholder, ForwardInputs, ForwardOutputs};
-use crate::gpu::forward::plan::Chunk;
 use crate::gpu::kernels::dispatch::range;
 use crate::gpu::kernels::params::Params;
+use crate::gpu::kernels::plan::Chunk;
 use crate::problem::Problem;
 
 /// Buffers shared by all chunks of one forward.

@@ -8,9 +8,9 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::paths::staged::Staged;
 use crate::gpu::forward::resolve;
 use crate::gpu::forward::route::Route;
+use crate::gpu::forward::tune;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused;
-use crate::gpu::tune;
 use crate::options::KernelPath;
 use crate::problem::Problem;
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::plan::buffer_bytes;
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
+use crate::gpu::kernels::plan::buffer_bytes;
 use crate::gpu::kernels::source;
 
 /// Bindings: cast parameters, f32 source slice, packed f16 destination slice.

@@ -50,11 +50,11 @@ pub(crate) enum FusedKind {
 
 impl FusedKind {
     /// The kernel choice this configuration belongs to (what forcing a kernel selects).
-    pub(crate) fn kernel(&self) -> crate::FusedKernel {
+    pub(crate) fn kernel(&self) -> crate::options::FusedKernel {
         match self {
-            FusedKind::Rows => crate::FusedKernel::Rows,
-            FusedKind::Tiled(_) => crate::FusedKernel::Tiled,
-            FusedKind::Lanes(_) => crate::FusedKernel::Lanes,
+            FusedKind::Rows => crate::options::FusedKernel::Rows,
+            FusedKind::Tiled(_) => crate::options::FusedKernel::Tiled,
+            FusedKind::Lanes(_) => crate::options::FusedKernel::Lanes,
         }
     }
 }

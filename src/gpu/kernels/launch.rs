@@ -6,9 +6,9 @@ use bytemuck::{Pod, Zeroable};
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::plan::{kv_head, Chunk};
 use crate::gpu::kernels::dispatch::dispatch;
 use crate::gpu::kernels::pipelines::KernelPipeline;
+use crate::gpu::kernels::plan::{kv_head, Chunk};
 use crate::problem::Problem;
 
 /// As the WGSL struct `Split` in prelude/launch.wgsl, read by fused.wgsl, decode.wgsl and
@@ -69,7 +69,7 @@ pub(crate) fn workgroups(s: &SplitParams) -> u64 {
 /// over the launch `s` with its bind group.
 ///
 /// # Errors
-/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+/// [`crate::error::AttentionError::TooLarge`] for a launch beyond the grid limits.
 pub(crate) fn record(
     ctx: &GpuContext,
     pass: &mut wgpu::ComputePass<'_>,

@@ -2,7 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::gpu::forward::plan::Chunk;
+use crate::gpu::kernels::plan::Chunk;
 use crate::problem::{MaskKind, Problem};
 
 /// Unbounded window sides: beyond any position a valid problem can have.

@@ -44,7 +44,7 @@ pub(crate) struct KernelPipeline {
 /// remembered in the context.
 ///
 /// # Errors
-/// [`crate::AttentionError::Device`] when the device rejects the kernel.
+/// [`crate::error::AttentionError::Device`] when the device rejects the kernel.
 pub(crate) async fn pipeline(
     ctx: &GpuContext,
     spec: &KernelSpec,

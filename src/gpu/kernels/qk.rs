@@ -2,9 +2,9 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::plan::Chunk;
 use crate::gpu::kernels::dispatch::dispatch;
 use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
+use crate::gpu::kernels::plan::Chunk;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
 
@@ -32,7 +32,7 @@ pub(crate) fn workgroups(p: &Problem, c: &Chunk) -> u64 {
 /// Records the kernel over chunk `c` with its bind group.
 ///
 /// # Errors
-/// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
+/// [`crate::error::AttentionError::TooLarge`] for a launch beyond the grid limits.
 pub(crate) fn record(
     ctx: &GpuContext,
     pass: &mut wgpu::ComputePass<'_>,

@@ -1,5 +1,5 @@
 //! The fused forward: one flash-attention dispatch per chunk, no score matrix. Where the
-//! adapter limits how many keys one workgroup may loop over (see `tune/budget.rs`), the
+//! adapter limits how many keys one workgroup may loop over (see `forward/budget.rs`), the
 //! fused path runs as split-KV instead (`split_kv.rs`); the route decides which.
 
 use std::sync::Arc;
@@ -9,12 +9,12 @@ use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::Recording;
-use crate::gpu::forward::plan::{plan, PlanLimits};
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
+use crate::gpu::kernels::plan::{plan, PlanLimits};
 use crate::problem::Problem;
 
 /// The plan limits of the fused and decode paths: bindings only, no score scratch.
@@ -30,7 +30,7 @@ pub(crate) fn limits(ctx: &GpuContext, elem: Elem) -> PlanLimits {
 /// One uniform buffer holding every chunk's split parameters at aligned offsets.
 ///
 /// # Errors
-/// [`crate::AttentionError::Device`] when the device is lost or the allocation fails.
+/// [`crate::error::AttentionError::Device`] when the device is lost or the allocation fails.
 pub(crate) fn split_buffer(
     ctx: &GpuContext,
     splits: &[SplitParams],
@@ -66,7 +66,7 @@ impl OnePass {
     /// (parameters and stand-ins).
     ///
     /// # Errors
-    /// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+    /// [`crate::error::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
     /// device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);

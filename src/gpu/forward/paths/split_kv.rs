@@ -4,7 +4,7 @@
 //!
 //! The first pass is decode.wgsl for decoding (lanes are keys), decode_subgroup.wgsl
 //! where the adapter has subgroups (groups of lanes share a key), or fused.wgsl with
-//! `PARTIAL` where the fused path must cut long key ranges (see `tune/budget.rs`).
+//! `PARTIAL` where the fused path must cut long key ranges (see `forward/budget.rs`).
 
 use std::sync::Arc;
 
@@ -14,7 +14,6 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::Recording;
 use crate::gpu::forward::paths::one_pass::{limits, split_buffer};
-use crate::gpu::forward::plan::plan;
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
 use crate::gpu::kernels::decode_subgroup::SubgroupDecodeKernel;
@@ -23,6 +22,7 @@ use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
+use crate::gpu::kernels::plan::plan;
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
@@ -124,7 +124,7 @@ impl SplitKv {
     /// bytes it allocated beyond inputs and outputs (partials, parameters).
     ///
     /// # Errors
-    /// [`crate::AttentionError::TooLarge`] when the problem or its partials cannot be split
+    /// [`crate::error::AttentionError::TooLarge`] when the problem or its partials cannot be split
     /// to fit, or a device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);

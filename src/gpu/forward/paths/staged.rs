@@ -9,9 +9,9 @@ use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
 use crate::gpu::forward::io::Recording;
-use crate::gpu::forward::plan::{plan, Chunk, PlanLimits};
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
+use crate::gpu::kernels::plan::{plan, Chunk, PlanLimits};
 use crate::gpu::kernels::{pv, qk, softmax};
 use crate::problem::Problem;
 
@@ -49,7 +49,7 @@ impl Staged {
     /// inputs and outputs (the score scratch, parameters, stand-ins).
     ///
     /// # Errors
-    /// [`crate::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
+    /// [`crate::error::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
     /// device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);

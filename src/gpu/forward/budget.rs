@@ -82,7 +82,7 @@ mod probe {
         workgroups: 1,
         budget: None,
     };
-    use crate::gpu::tune::zero_run::{plain_problem, ZeroRun};
+    use crate::gpu::forward::zero_run::{plain_problem, ZeroRun};
 
     pub(super) async fn run(
         ctx: &GpuContext,

@@ -9,9 +9,6 @@
 //! first fitting candidate from the adapter type's preferred order. On the web tuning
 //! never runs (no blocking clock).
 
-pub(crate) mod budget;
-pub(crate) mod zero_run;
-
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::memo::Memoizable;
@@ -443,7 +440,7 @@ mod timing {
     use super::*;
     use crate::gpu::device::timer::Timer;
     use crate::gpu::forward::io::Recording;
-    use crate::gpu::tune::zero_run::{plain_problem, ZeroRun};
+    use crate::gpu::forward::zero_run::{plain_problem, ZeroRun};
 
     /// Rounds over all candidates after one untimed warm-up each (which compiles the
     /// pipeline): at least MIN_ROUNDS, more while the rounds together took under

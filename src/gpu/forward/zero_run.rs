@@ -23,7 +23,7 @@ impl ZeroRun {
     /// `with_lse`. Outputs can be copied from, to read them back.
     ///
     /// # Errors
-    /// [`crate::AttentionError::TooLarge`] or a device error when an allocation fails.
+    /// [`crate::error::AttentionError::TooLarge`] or a device error when an allocation fails.
     pub(crate) fn new(
         ctx: &GpuContext,
         label: &str,
