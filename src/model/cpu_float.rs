@@ -247,15 +247,7 @@ fn rows_by_dots(x: &[f32], inner: usize, w: &[f32], y: &mut [f32], out: usize) {
         .map(|c0| (c0, vec![0.0f32; rows * per.min(out - c0)]))
         .collect();
     for_each(parts.iter_mut().collect(), |(c0, part)| {
-        let width = part.len() / rows;
-        for (c, wr) in w[*c0 * inner..(*c0 + width) * inner]
-            .chunks_exact(inner)
-            .enumerate()
-        {
-            for (r, xr) in x.chunks_exact(inner).enumerate() {
-                part[r * width + c] = dot32(xr, wr);
-            }
-        }
+        dots(x, inner, &w[*c0 * inner..], part);
     });
     for (c0, part) in parts {
         let width = part.len() / rows;
@@ -266,10 +258,54 @@ fn rows_by_dots(x: &[f32], inner: usize, w: &[f32], y: &mut [f32], out: usize) {
     }
 }
 
-/// A dot product in eight running sums, which the compiler keeps in vector registers.
+/// `part (rows, width) = x · w[..width]ᵀ`, with the widest vector instructions this CPU
+/// has: one token's products are a stream through every weight, and SSE2's 4 lanes leave
+/// half of a core's loads unused.
+fn dots(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU has just been found to support AVX-512F.
+            return unsafe { dots_avx512(x, inner, w, part) };
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has just been found to support AVX2.
+            return unsafe { dots_avx2(x, inner, w, part) };
+        }
+    }
+    dots_body(x, inner, w, part);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn dots_avx512(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
+    dots_body(x, inner, w, part);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dots_avx2(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
+    dots_body(x, inner, w, part);
+}
+
+#[inline(always)]
+fn dots_body(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
+    let rows = x.len() / inner;
+    let width = part.len() / rows.max(1);
+    for (c, wr) in w.chunks_exact(inner).take(width).enumerate() {
+        for (r, xr) in x.chunks_exact(inner).enumerate() {
+            part[r * width + c] = dot32(xr, wr);
+        }
+    }
+}
+
+/// A dot product in 32 running sums: several independent vector chains, so additions do
+/// not wait on each other, whatever the vector width.
+#[inline(always)]
 fn dot32(x: &[f32], w: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (xc, wc) = (x.chunks_exact(8), w.chunks_exact(8));
+    const LANES: usize = 32;
+    let mut acc = [0.0f32; LANES];
+    let (xc, wc) = (x.chunks_exact(LANES), w.chunks_exact(LANES));
     let tail: f32 = xc
         .remainder()
         .iter()
@@ -277,7 +313,7 @@ fn dot32(x: &[f32], w: &[f32]) -> f32 {
         .map(|(a, b)| a * b)
         .sum();
     for (a, b) in xc.zip(wc) {
-        for i in 0..8 {
+        for i in 0..LANES {
             acc[i] += a[i] * b[i];
         }
     }
