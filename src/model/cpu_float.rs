@@ -167,10 +167,6 @@ impl CpuFloat for f32 {
         if rows == 0 || out == 0 || inner == 0 || x.len() < rows * inner {
             return y;
         }
-        if rows <= FEW_ROWS {
-            rows_by_dots(&x[..rows * inner], inner, w, &mut y, out);
-            return y;
-        }
         let (Ok(xv), Ok(wv), Ok(mut yv)) = (
             ArrayView2::from_shape((rows, inner), &x[..rows * inner]),
             ArrayView2::from_shape((out, inner), &w[..out * inner]),
@@ -179,14 +175,17 @@ impl CpuFloat for f32 {
             return y; // the shapes above are the slices' own lengths
         };
         // Column blocks of the output, one per task: each multiplies all of x by a slab
-        // of W's rows, so no two tasks write the same element.
-        let cols = out.div_ceil(threads()).max(64);
+        // of W's rows, so no two tasks write the same element. One or two rows are dot
+        // products (a blocked product would spend its time packing the slab).
+        let few = rows <= FEW_ROWS;
+        let cols = out.div_ceil(threads()).max(if few { 16 } else { 64 });
         let tasks: Vec<_> = yv
             .axis_chunks_iter_mut(Axis(1), cols)
             .zip(wv.axis_chunks_iter(Axis(0), cols))
             .collect();
-        for_each(tasks, |(mut yc, wc)| {
-            general_mat_mul(1.0, &xv, &wc.t(), 0.0, &mut yc);
+        for_each(tasks, |(mut yc, wc)| match few {
+            true => dots(xv, wc, yc),
+            false => general_mat_mul(1.0, &xv, &wc.t(), 0.0, &mut yc),
         });
         y
     }
@@ -237,64 +236,43 @@ fn heads_view(
 /// rows a blocked product spends more time packing W than multiplying.
 const FEW_ROWS: usize = 2;
 
-/// `y (rows, out) = x · Wᵀ` as dot products, the output columns split across threads.
-fn rows_by_dots(x: &[f32], inner: usize, w: &[f32], y: &mut [f32], out: usize) {
-    let rows = x.len() / inner;
-    // Transposed into per-column chunks: thread `t` owns output columns `c0..c1` of every row.
-    let per = out.div_ceil(threads()).max(16);
-    let mut parts: Vec<(usize, Vec<f32>)> = (0..out)
-        .step_by(per)
-        .map(|c0| (c0, vec![0.0f32; rows * per.min(out - c0)]))
-        .collect();
-    for_each(parts.iter_mut().collect(), |(c0, part)| {
-        dots(x, inner, &w[*c0 * inner..], part);
-    });
-    for (c0, part) in parts {
-        let width = part.len() / rows;
-        for r in 0..rows {
-            y[r * out + c0..r * out + c0 + width]
-                .copy_from_slice(&part[r * width..(r + 1) * width]);
-        }
-    }
-}
-
-/// `part (rows, width) = x · w[..width]ᵀ`, with the widest vector instructions this CPU
-/// has: one token's products are a stream through every weight, and SSE2's 4 lanes leave
-/// half of a core's loads unused.
-fn dots(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
+/// `y (rows, width) = x · wᵀ` for a slab `w (width, inner)`, element by element, with the
+/// widest vector instructions this CPU has: one token's products are a stream through
+/// every weight, and SSE2's 4 lanes leave half of a core's loads unused.
+fn dots(x: ArrayView2<'_, f32>, w: ArrayView2<'_, f32>, y: ArrayViewMut2<'_, f32>) {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has just been found to support AVX-512F.
-            return unsafe { dots_avx512(x, inner, w, part) };
+            return unsafe { dots_avx512(x, w, y) };
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has just been found to support AVX2.
-            return unsafe { dots_avx2(x, inner, w, part) };
+            return unsafe { dots_avx2(x, w, y) };
         }
     }
-    dots_body(x, inner, w, part);
+    dots_body(x, w, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn dots_avx512(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
-    dots_body(x, inner, w, part);
+unsafe fn dots_avx512(x: ArrayView2<'_, f32>, w: ArrayView2<'_, f32>, y: ArrayViewMut2<'_, f32>) {
+    dots_body(x, w, y);
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn dots_avx2(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
-    dots_body(x, inner, w, part);
+unsafe fn dots_avx2(x: ArrayView2<'_, f32>, w: ArrayView2<'_, f32>, y: ArrayViewMut2<'_, f32>) {
+    dots_body(x, w, y);
 }
 
+/// x and w are row-major (views of whole rows), so each of their rows is one slice.
 #[inline(always)]
-fn dots_body(x: &[f32], inner: usize, w: &[f32], part: &mut [f32]) {
-    let rows = x.len() / inner;
-    let width = part.len() / rows.max(1);
-    for (c, wr) in w.chunks_exact(inner).take(width).enumerate() {
-        for (r, xr) in x.chunks_exact(inner).enumerate() {
-            part[r * width + c] = dot32(xr, wr);
+fn dots_body(x: ArrayView2<'_, f32>, w: ArrayView2<'_, f32>, mut y: ArrayViewMut2<'_, f32>) {
+    for (c, wr) in w.rows().into_iter().enumerate() {
+        let wr = wr.to_slice().unwrap_or_default();
+        for (r, xr) in x.rows().into_iter().enumerate() {
+            y[[r, c]] = dot32(xr.to_slice().unwrap_or_default(), wr);
         }
     }
 }
