@@ -57,19 +57,22 @@ pub enum Precision {
 /// Which GPU kernels run the call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum KernelPath {
-    /// Pick automatically. The default: [`KernelPath::Staged`] when weights are
-    /// requested; [`KernelPath::Decode`] for at most 16 queries against at least 1024
-    /// keys; otherwise [`KernelPath::Fused`], or `Staged` when D or Dv exceeds 256.
+    /// Pick automatically. The default: [`KernelPath::Decode`] for at most 16 queries
+    /// against at least 1024 keys; otherwise [`KernelPath::Fused`], or `Staged` when D or
+    /// Dv exceeds 256. Asking for weights does not change the choice.
     #[default]
     Auto,
-    /// Three kernels: Q·Kᵀ, fused scale+mask+softmax, weights·V. Always available;
-    /// the only path that can return attention weights.
+    /// Three kernels: Q·Kᵀ, fused scale+mask+softmax, weights·V. Always available
+    /// (any D) in f32.
     Staged,
     /// One fused flash-attention kernel (online softmax, no score matrix; device memory
-    /// O(B·H·L·D)). D and Dv up to 256; no weights.
+    /// O(B·H·L·D)). D and Dv up to 256. Weights, when asked for, are recomputed from
+    /// the kernel's log-sum-exp by a separate pass (exp(score − lse), then each row
+    /// renormalised), so the output kernel never holds a score matrix.
     Fused,
     /// Split-KV decoding for short queries against long key sequences: key ranges in
-    /// parallel, then a combine pass. D and Dv up to 256; no weights.
+    /// parallel, then a combine pass. D and Dv up to 256; weights come from the combined
+    /// log-sum-exp as on the fused path.
     Decode,
 }
 

@@ -37,7 +37,8 @@ struct Params {
     win_left: i32,
     win_right: i32,
     scale: f32,
-    _pad: u32,
+    // Logical weight index where the weights window starts (weights.wgsl).
+    w_base: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Params;

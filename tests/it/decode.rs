@@ -113,13 +113,19 @@ fn auto_picks_a_path_that_matches_for_short_queries() {
 }
 
 #[test]
-fn weights_and_large_head_dims_are_refused() {
-    let (q, k, v) = qkv(1800, (1, 1, 1), (1, 50), (8, 8));
+fn weights_come_from_the_combined_log_sum_exp() {
+    let (q, k, v) = qkv(1800, (2, 4, 2), (3, 2050), (16, 16));
+    let lens = [2050u32, 700];
     let opts = decode(AttentionOptions {
         return_weights: true,
-        ..Default::default()
+        kv_lens: Some(&lens),
+        ..bottom_right_causal()
     });
-    refused_by_path(&q, &k, &v, &opts);
+    check_against_reference("decode weights", &q, &k, &v, &opts);
+}
+
+#[test]
+fn large_head_dims_are_refused() {
     let (q, k, v) = qkv(1801, (1, 1, 1), (1, 50), (300, 8));
     let err = refused_by_path(&q, &k, &v, &decode(Default::default()));
     assert!(err.to_string().contains("300"), "{err}");

@@ -36,6 +36,11 @@ fn check_f16(
         let (gl, cl) = (gpu.lse.as_ref().unwrap(), cpu.lse.as_ref().unwrap());
         let e = frobenius(gl.view(), cl.view());
         assert!(e <= F16_BOUND, "{what} ({how}): lse relative error {e}");
+        assert_eq!(gpu.weights.is_some(), opts.return_weights, "{what} ({how})");
+        if let (Some(gw), Some(cw)) = (&gpu.weights, &cpu.weights) {
+            let e = frobenius(gw.view(), cw.view());
+            assert!(e <= F16_BOUND, "{what} ({how}): weights relative error {e}");
+        }
     }
 }
 
@@ -73,6 +78,7 @@ fn auto_f16_with_mask_and_lengths() {
     let opts = AttentionOptions {
         mask: Some(Mask::Bool(keep.view())),
         kv_lens: Some(&lens),
+        return_weights: true,
         ..f16_opts(KernelPath::Auto, false)
     };
     check_f16("auto f16 masked", &q, &k, &v, &opts);
@@ -92,27 +98,26 @@ fn f16_keeps_the_row_rules() {
 }
 
 #[test]
-fn f16_refuses_weights_and_the_staged_path() {
+fn f16_refuses_the_staged_path() {
     let (q, k, v) = qkv(1700, (1, 1, 1), (4, 4), (8, 8));
-    for opts in [
-        AttentionOptions {
-            return_weights: true,
-            ..f16_opts(KernelPath::Auto, false)
-        },
-        f16_opts(KernelPath::Staged, false),
-    ] {
-        let err = attention(ctx(), q.view(), k.view(), v.view(), &opts).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                AttentionError::InvalidOption {
-                    arg: "precision" | "path",
-                    ..
-                }
-            ),
-            "{err}"
-        );
-    }
+    let err = attention(
+        ctx(),
+        q.view(),
+        k.view(),
+        v.view(),
+        &f16_opts(KernelPath::Staged, false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AttentionError::InvalidOption {
+                arg: "precision",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -67,13 +67,61 @@ fn head_dim_above_256_is_refused_and_auto_falls_back() {
 }
 
 #[test]
-fn weights_are_refused() {
-    let (q, k, v) = qkv(301, (1, 1, 1), (5, 7), (8, 8));
+fn weights_come_from_the_log_sum_exp_under_every_mask() {
+    // The weights pass recomputes each score and reads the row's lse: every masking rule,
+    // grouped heads, a head dim that is not a multiple of four, keys not a multiple of
+    // the pass's four keys per invocation.
+    let (q, k, v) = qkv(301, (2, 4, 2), (13, 37), (7, 5));
+    let lens = [37u32, 9];
+    let bias = Array4::from_shape_fn((2, 1, 13, 37), |(b, _, i, j)| {
+        if (i + j + b) % 5 == 0 {
+            f32::NEG_INFINITY
+        } else {
+            ((i * 3 + j) % 7) as f32 * 0.25
+        }
+    })
+    .into_dyn();
+    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+        ("plain", AttentionOptions::default()),
+        ("causal bottom-right", bottom_right_causal()),
+        (
+            "window 4,2 and key lengths",
+            AttentionOptions {
+                window: Some(Window::new(4, 2)),
+                kv_lens: Some(&lens),
+                ..Default::default()
+            },
+        ),
+        (
+            "additive mask, scale 0.3",
+            AttentionOptions {
+                mask: Some(Mask::Additive(bias.view())),
+                scale: Some(0.3),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (what, extra) in cases {
+        let opts = fused(AttentionOptions {
+            return_weights: true,
+            ..extra
+        });
+        check_against_reference(what, &q, &k, &v, &opts);
+    }
+}
+
+#[test]
+fn weights_split_across_chunks_land_where_they_belong() {
+    // Small bindings split the weights into many chunks whose windows start between
+    // alignment boundaries.
+    let c = small_binding_ctx(4096);
+    let (q, k, v) = qkv(302, (1, 3, 3), (41, 29), (8, 8));
     let opts = fused(AttentionOptions {
         return_weights: true,
+        causal: true,
         ..Default::default()
     });
-    refused_by_path(&q, &k, &v, &opts);
+    check_against_reference_on(&c, "chunked weights", &q, &k, &v, &opts);
 }
 
 #[test]

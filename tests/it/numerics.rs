@@ -5,8 +5,8 @@ use crate::common::*;
 use ndarray::{s, Array, Array4, IxDyn};
 use wgpu_attention::*;
 
-/// Checks `opts` against the reference as given (with weights, on the staged path), then
-/// without weights on the fused and decode kernels, which must meet the same edges.
+/// Checks `opts` against the reference as given, then on the fused and decode kernels
+/// (weights, when asked, from their log-sum-exp), which must meet the same edges.
 fn check_every_path(
     what: &str,
     q: &Array4<f32>,
@@ -17,7 +17,6 @@ fn check_every_path(
     check_against_reference(what, q, k, v, opts);
     for path in [KernelPath::Fused, KernelPath::Decode] {
         let opts = AttentionOptions {
-            return_weights: false,
             path,
             ..opts.clone()
         };
@@ -310,7 +309,7 @@ fn additive_minus_inf_masks_non_finite_keys_like_a_boolean_mask() {
             let opts = AttentionOptions {
                 path,
                 precision,
-                return_weights: path == KernelPath::Staged,
+                return_weights: true,
                 ..o.clone()
             };
             attention(ctx(), q.view(), k.view(), v.view(), &opts).unwrap()
@@ -450,7 +449,7 @@ fn large_logits_meet_flash_attentions_criterion() {
         };
         let opts = AttentionOptions {
             path,
-            return_weights: path == KernelPath::Staged || fast_cpu,
+            return_weights: true,
             return_lse: true,
             ..Default::default()
         };

@@ -6,7 +6,7 @@ use wgpu_attention::*;
 
 use crate::common::*;
 
-/// `extra` on `path`, with lse asked for as well (weights are the staged path's only).
+/// `extra` on `path`, with lse asked for as well.
 pub fn on_path(path: KernelPath, extra: AttentionOptions<'_>) -> AttentionOptions<'_> {
     AttentionOptions {
         path,

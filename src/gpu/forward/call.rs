@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
+use crate::gpu::forward::paths::from_lse::FromLse;
 use crate::gpu::forward::route::Route;
 use crate::gpu::forward::{route_table, upload};
 use crate::gpu::kernels::cast::Cast;
@@ -36,6 +37,9 @@ pub(crate) struct Prepared {
     route: Route,
     /// The f32 to f16 conversion, when the inputs are f32 and the kernels read f16.
     cast: Option<Cast>,
+    /// The weights from the log-sum-exp, when weights are asked of a path that has no
+    /// score matrix (every path but the staged one).
+    from_lse: Option<FromLse>,
 }
 
 impl Prepared {
@@ -57,7 +61,17 @@ impl Prepared {
             None
         };
         let route = route_table::prepare(ctx, &p, path, elem).await?;
-        Ok(Self { p, route, cast })
+        let from_lse = if p.return_weights && path != KernelPath::Staged {
+            Some(FromLse::prepare(ctx, elem).await?)
+        } else {
+            None
+        };
+        Ok(Self {
+            p,
+            route,
+            cast,
+            from_lse,
+        })
     }
 
     /// The validated problem.
@@ -104,6 +118,40 @@ impl Prepared {
             mask,
             kv_lens,
         };
+        let Some(from_lse) = &self.from_lse else {
+            let mut r = Recording {
+                ctx,
+                encoder,
+                p,
+                inputs: &inputs,
+                outputs,
+            };
+            return Ok(scratch + self.route.record(&mut r)?);
+        };
+        // The route writes out and the log-sum-exp (the caller's, or a scratch one); then
+        // the weights follow from them.
+        let lse_scratch;
+        let lse = match outputs.lse {
+            Some(lse) => lse,
+            None => {
+                lse_scratch = FromLse::lse_scratch(ctx, p)?;
+                scratch += lse_scratch.size();
+                &lse_scratch
+            }
+        };
+        let route_outputs = ForwardOutputs {
+            out: outputs.out,
+            lse: Some(lse),
+            weights: None,
+        };
+        let mut r = Recording {
+            ctx,
+            encoder,
+            p,
+            inputs: &inputs,
+            outputs: &route_outputs,
+        };
+        scratch += self.route.record(&mut r)?;
         let mut r = Recording {
             ctx,
             encoder,
@@ -111,7 +159,7 @@ impl Prepared {
             inputs: &inputs,
             outputs,
         };
-        scratch += self.route.record(&mut r)?;
+        scratch += from_lse.record(&mut r, lse)?;
         Ok(scratch)
     }
 }

@@ -33,7 +33,15 @@ impl ChunkBindings {
             .iter()
             .map(|c| Params::new(p, c, outputs.lse.is_some()))
             .collect();
-        let (params, stride) = params_buffer(ctx, &all)?;
+        Self::with_params(ctx, &all)
+    }
+
+    /// Uploads these parameters, one per chunk, and makes the stand-ins.
+    ///
+    /// # Errors
+    /// A device error when an allocation fails.
+    pub(crate) fn with_params(ctx: &GpuContext, all: &[Params]) -> Result<Self> {
+        let (params, stride) = params_buffer(ctx, all)?;
         Ok(Self {
             params,
             stride,

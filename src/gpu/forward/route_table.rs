@@ -1,7 +1,8 @@
 //! The route table: every kernel path, what it serves, and how its route is prepared.
-//! The staged path (the only one that returns weights, and the fallback that always
-//! works), the fused flash-attention kernel (the default otherwise) and split-KV
-//! decoding (short queries, long keys). A new path adds its arms here.
+//! The staged path (the fallback that always works), the fused flash-attention kernel
+//! (the default) and split-KV decoding (short queries, long keys). Weights come from
+//! the staged path's score matrix, or on the other two from their log-sum-exp
+//! (`paths/from_lse.rs`). A new path adds its arms here.
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
@@ -26,7 +27,7 @@ pub(crate) const DECODE_MIN_LEN_K: usize = 1024;
 /// # Errors
 /// [`AttentionError::Unsupported`] for f16 on an adapter without `shader-f16`;
 /// [`AttentionError::InvalidOption`] for a path or precision that cannot serve the call
-/// (weights from a kernel that has none, f16 on the staged path, head dims too large).
+/// (f16 on the staged path, head dims too large).
 pub(crate) fn choose(
     ctx: &GpuContext,
     p: &Problem,
@@ -49,31 +50,17 @@ pub(crate) fn choose(
         }
         Ok(KernelPath::Staged)
     };
-    let no_weights = |path: KernelPath| -> Result<()> {
-        if p.return_weights {
-            return Err(AttentionError::option(
-                "path",
-                format!("{path:?} cannot return attention weights; use Staged or Auto"),
-            ));
-        }
-        Ok(())
-    };
     match path {
         KernelPath::Staged => staged_only("the path is Staged"),
         KernelPath::Fused => {
-            no_weights(KernelPath::Fused)?;
             fused::check(p, "fused")?;
             Ok(KernelPath::Fused)
         }
         KernelPath::Decode => {
-            no_weights(KernelPath::Decode)?;
             fused::check(p, "decode")?;
             Ok(KernelPath::Decode)
         }
         KernelPath::Auto => {
-            if p.return_weights {
-                return staged_only("the call returns weights");
-            }
             let short = p.len_q <= DECODE_MAX_LEN_Q && p.len_k >= DECODE_MIN_LEN_K;
             if short && fused::check(p, "decode").is_ok() {
                 return Ok(KernelPath::Decode);

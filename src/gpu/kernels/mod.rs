@@ -21,3 +21,4 @@ pub(crate) mod qk;
 mod reflection;
 pub(crate) mod softmax;
 pub(crate) mod source;
+pub(crate) mod weights;

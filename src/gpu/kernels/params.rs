@@ -43,7 +43,8 @@ pub(crate) struct Params {
     pub win_left: i32,
     pub win_right: i32,
     pub scale: f32,
-    pub _pad: u32,
+    /// Logical index of the first weight in the weights window (weights.wgsl only).
+    pub w_base: u32,
 }
 
 /// Wrapping cast: window starts are subtracted from logical indices mod 2^32 on the GPU.
@@ -102,7 +103,7 @@ impl Params {
             win_left: clamp(p.window_left),
             win_right: clamp(p.window_right),
             scale: p.scale,
-            _pad: 0,
+            w_base: 0,
         }
     }
 }

@@ -15,7 +15,8 @@ use crate::gpu::kernels::linear::LinearParams;
 use crate::gpu::kernels::params::{Params, FLAG_CAUSAL, FLAG_KV_LENS, FLAG_WRITE_LSE};
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
 use crate::gpu::kernels::{
-    cast, decode, decode_subgroup, fused, fused_lanes, fused_tiled, linear, pv, qk, softmax, source,
+    cast, decode, decode_subgroup, fused, fused_lanes, fused_tiled, linear, pv, qk, softmax,
+    source, weights,
 };
 
 /// Every kernel the library builds.
@@ -33,6 +34,8 @@ const SPECS: &[&KernelSpec] = &[
     &decode_subgroup::SPEC_VEC4,
     &decode_subgroup::SPEC_F16,
     &decode_subgroup::SPEC_VEC4_F16,
+    &weights::SPEC,
+    &weights::SPEC_F16,
     &COMBINE_SPEC,
     &cast::SPEC,
     &linear::TILED_SPECS[0],
@@ -248,7 +251,7 @@ fn uniform_structs_match_their_rust_types() {
         &fields!(Params; len_q, len_k, dim, dim_v, heads_q, heads_kv, group, bh_start,
             bh_count, row_start, row_count, q_base, k_base, v_base, o_base, lse_base,
             mask_base, mask_stride_b, mask_stride_h, mask_stride_i, mask_stride_j,
-            mask_kind, flags, pos_offset, win_left, win_right, scale, _pad),
+            mask_kind, flags, pos_offset, win_left, win_right, scale, w_base),
     );
     check_struct(
         source::COMBINE,
@@ -378,6 +381,15 @@ fn shared_constants_match() {
         ),
         ("qk", source::QK, "TILE", qk::TILE),
         ("pv", source::PV, "TILE", pv::TILE),
+        ("weights", source::WEIGHTS, "WG", weights::WG),
+        ("weights", source::WEIGHTS, "KEYS", weights::KEYS),
+        ("weights", source::WEIGHTS, "SEGMENT", weights::SEGMENT),
+        (
+            "weights",
+            source::WEIGHTS,
+            "SCALE_KEYS",
+            weights::SCALE_KEYS,
+        ),
         (
             "matmul_tiled",
             source::MATMUL_TILED,

@@ -99,6 +99,22 @@ pub(crate) const DECODE_SUBGROUP_VEC4_F16: &str = subgroup_key_loop_source!(
     "../../../shaders/prelude/kv_vec4.wgsl"
 );
 
+/// The weights from the log-sum-exp (weights.wgsl): its element type, the shared prelude
+/// and the masking rule.
+macro_rules! weights_source {
+    ($elem:literal) => {
+        concat!(
+            include_str!($elem),
+            include_str!("../../../shaders/prelude/common.wgsl"),
+            include_str!("../../../shaders/prelude/masking.wgsl"),
+            include_str!("../../../shaders/kernels/weights.wgsl")
+        )
+    };
+}
+
+pub(crate) const WEIGHTS: &str = weights_source!("../../../shaders/prelude/elem_f32.wgsl");
+pub(crate) const WEIGHTS_F16: &str = weights_source!("../../../shaders/prelude/elem_f16.wgsl");
+
 pub(crate) const COMBINE: &str = concat!(
     include_str!("../../../shaders/prelude/common.wgsl"),
     include_str!("../../../shaders/prelude/launch.wgsl"),
@@ -181,6 +197,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("decode_subgroup_vec4", DECODE_SUBGROUP_VEC4),
     ("decode_subgroup_f16", DECODE_SUBGROUP_F16),
     ("decode_subgroup_vec4_f16", DECODE_SUBGROUP_VEC4_F16),
+    ("weights", WEIGHTS),
+    ("weights_f16", WEIGHTS_F16),
     ("combine", COMBINE),
     ("to_f16", TO_F16),
     ("matmul_tiled", MATMUL_TILED),
