@@ -66,13 +66,13 @@ pub enum KernelPath {
     /// (any D) in f32.
     Staged,
     /// One fused flash-attention kernel (online softmax, no score matrix; device memory
-    /// O(B·H·L·D)). D and Dv up to 256. Weights, when asked for, are recomputed from
-    /// the kernel's log-sum-exp by a separate pass (exp(score − lse), then each row
-    /// renormalised), so the output kernel never holds a score matrix.
+    /// O(B·H·L·D)). D and Dv up to 256. Weights, when asked for, are recomputed by a
+    /// separate pass (the logits into the weights output, then a softmax there), so the
+    /// output kernel never holds a score matrix.
     Fused,
     /// Split-KV decoding for short queries against long key sequences: key ranges in
-    /// parallel, then a combine pass. D and Dv up to 256; weights come from the combined
-    /// log-sum-exp as on the fused path.
+    /// parallel, then a combine pass. D and Dv up to 256; weights are recomputed as on the
+    /// fused path.
     Decode,
 }
 

@@ -99,7 +99,7 @@ pub(crate) const DECODE_SUBGROUP_VEC4_F16: &str = subgroup_key_loop_source!(
     "../../../shaders/prelude/kv_vec4.wgsl"
 );
 
-/// The weights from the log-sum-exp (weights.wgsl): its element type, the shared prelude
+/// The weights after a fused or decode pass (weights.wgsl): its element type, the shared prelude
 /// and the masking rule.
 macro_rules! weights_source {
     ($elem:literal) => {

@@ -1,5 +1,6 @@
-//! Launcher for `shaders/kernels/weights.wgsl`: the attention weights of a chunk from the
-//! log-sum-exp a fused or decode pass wrote, `exp(masked logit - lse)`.
+//! Launcher for `shaders/kernels/weights.wgsl`: the attention weights of a chunk after a
+//! fused or decode pass, a three-stage softmax of the recomputed logits (the pass's
+//! log-sum-exp only marks the rows that met a NaN).
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
@@ -49,39 +50,40 @@ pub(crate) const SCALE_KEYS: u64 = 16;
 /// The kernel's three stages, in recording order (the override STAGE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stage {
-    /// exp(masked logit - lse), `KEYS` keys per invocation.
-    Exp,
-    /// Partial row sums, `SEGMENT` keys per invocation.
-    Sum,
-    /// Each weight divided by its row's sum, `SCALE_KEYS` keys per invocation.
-    Scale,
+    /// The masked logits, `KEYS` keys per invocation.
+    Logit,
+    /// (max, sum of exp(x - max)) of `SEGMENT` keys per invocation.
+    Stats,
+    /// exp(x - row max) / row sum, `SCALE_KEYS` keys per invocation.
+    Normalise,
 }
 
 impl Stage {
-    pub(crate) const ALL: [Stage; 3] = [Stage::Exp, Stage::Sum, Stage::Scale];
+    pub(crate) const ALL: [Stage; 3] = [Stage::Logit, Stage::Stats, Stage::Normalise];
 
     /// The override constants of this stage's pipeline.
     pub(crate) fn constants(self) -> [(&'static str, f64); 1] {
         let n = match self {
-            Stage::Exp => 0.0,
-            Stage::Sum => 1.0,
-            Stage::Scale => 2.0,
+            Stage::Logit => 0.0,
+            Stage::Stats => 1.0,
+            Stage::Normalise => 2.0,
         };
         [("STAGE", n)]
     }
 
     fn keys(self) -> u64 {
         match self {
-            Stage::Exp => KEYS,
-            Stage::Sum => SEGMENT,
-            Stage::Scale => SCALE_KEYS,
+            Stage::Logit => KEYS,
+            Stage::Stats => SEGMENT,
+            Stage::Normalise => SCALE_KEYS,
         }
     }
 }
 
-/// Partial sums chunk `c` needs: one per row and `SEGMENT` keys.
+/// f32 elements of the partials chunk `c` needs: a (max, sum) pair per row and `SEGMENT`
+/// keys.
 pub(crate) fn partials(p: &Problem, c: &Chunk) -> u64 {
-    (p.len_k as u64).div_ceil(SEGMENT) * c.row_count as u64 * c.bh_count as u64
+    2 * (p.len_k as u64).div_ceil(SEGMENT) * c.row_count as u64 * c.bh_count as u64
 }
 
 /// Workgroups of `stage` over chunk `c`: one invocation per row and group of keys.

@@ -1,6 +1,6 @@
 //! Attention weights without a score matrix: after the fused or decode pass has written
-//! each row's log-sum-exp, `weights.wgsl` recomputes every requested score and writes
-//! `exp(masked logit - lse)` straight into the weights output. Device memory beyond the
+//! each row's log-sum-exp, `weights.wgsl` recomputes every requested logit into the
+//! weights output and softmaxes it there (the lse marks the rows that met a NaN). Device memory beyond the
 //! outputs is the lse (when the call did not ask for it) and the parameters; the staged
 //! path's score scratch and its three passes over it are not needed.
 
