@@ -109,16 +109,14 @@ fn stage_normalise(lbh: u32, lrow: u32, g: u32) {
             total += part.y * exp(part.x - big);
         }
     }
-    // On the bits: comparisons cannot be trusted to see NaN on every driver.
-    let nan_row = (bitcast<u32>(lse[bh * params.len_q + i - params.lse_base]) & 0x7fffffffu)
-        > 0x7f800000u;
+    let nan_row = is_nan(lse[bh * params.len_q + i - params.lse_base]);
     let row = weight_row(bh, i);
     let end = min(g * SCALE_KEYS + SCALE_KEYS, params.len_k);
     for (var j = g * SCALE_KEYS; j < end; j++) {
         let x = weights[row + j];
         var w = 0.0;
         if !is_neg_inf(x) {
-            w = select(exp(x - big) / total, bitcast<f32>(0x7fc00000u), nan_row);
+            w = select(exp(x - big) / total, quiet_nan(), nan_row);
         }
         weights[row + j] = w;
     }
