@@ -1,7 +1,12 @@
-// y = x Wᵀ with W (cols, inner) kept as its GGUF blocks (quant_blocks.wgsl, which this
-// source follows): each invocation owns one column of y (one row of W) and ROWS rows of
-// x (1 for a decoding step, 4 otherwise), decodes each block of its W row once into
-// registers and multiplies it into every row of its tile, accumulating in f32.
+// y = x Wᵀ with W (cols, inner) kept as its GGUF blocks (quant_blocks.wgsl and
+// quant_blocks4.wgsl, which this source follows), accumulating in f32. Two tiles:
+// - ROWS = 4, COLS = 1 (several rows of x): each invocation owns one column of y (one row
+//   of W) and four rows of x, decodes each block of its W row once into registers and
+//   multiplies it into every row of its tile;
+// - ROWS = 1, COLS = 4 (a decoding step): each invocation owns four consecutive columns of
+//   y and the one row of x, and decodes the four W rows' blocks side by side, so that each
+//   x element is loaded once for four columns. On lavapipe the x loads, one per lane even
+//   though every lane reads the same address, were over half of a decoding step.
 //
 // Why an invocation per column rather than lanes splitting K: on a CPU driver (lavapipe)
 // an invocation is a SIMD lane, and the x elements every lane reads are then the same
@@ -38,6 +43,8 @@ struct QuantMatmul {
 override KIND: u32 = 0u;
 // Rows of y per invocation: 1 or 4.
 override ROWS: u32 = 1u;
+// Columns of y per invocation: 4 with ROWS = 1, else 1.
+override COLS: u32 = 1u;
 
 // Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
 var<private> xr: vec4<u32>;
@@ -56,6 +63,12 @@ fn take(v: vec4<f32>, k: u32) {
     }
 }
 
+// Elements k..k+4 of four W rows, against the one row of x.
+fn take4(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, k: u32) {
+    let xk = xv(xr.x + k);
+    acc += vec4<f32>(dot(a, xk), dot(b, xk), dot(c, xk), dot(d, xk));
+}
+
 fn store(m: u32, c: u32, v: f32) {
     let b = m / p.out_len;
     let l = m % p.out_len;
@@ -70,8 +83,8 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
 ) {
     let g = wid.x + wid.y * nwg.x;
-    let groups = (p.cols + 63u) / 64u;
-    let c = (g % groups) * 64u + lid;
+    let groups = (p.cols + 64u * COLS - 1u) / (64u * COLS);
+    let c = ((g % groups) * 64u + lid) * COLS;
     let m0 = (g / groups) * ROWS;
     if (c >= p.cols || m0 >= p.rows) {
         return;
@@ -82,6 +95,26 @@ fn main(
     acc = vec4<f32>(0.0);
     let shape = block_shape();
     let blocks = p.inner / shape.x;
+    if (COLS > 1u) {
+        // Columns past the last repeat it (their sums are dropped).
+        let lc = p.cols - 1u;
+        let cs = vec4<u32>(c, min(c + 1u, lc), min(c + 2u, lc), min(c + 3u, lc));
+        let rows = cs * p.row_bytes;
+        for (var b = 0u; b < blocks; b++) {
+            decode_block4(rows + vec4<u32>(b * shape.y), b * shape.x);
+        }
+        store(m0, c, acc.x);
+        if (c + 1u < p.cols) {
+            store(m0, c + 1u, acc.y);
+        }
+        if (c + 2u < p.cols) {
+            store(m0, c + 2u, acc.z);
+        }
+        if (c + 3u < p.cols) {
+            store(m0, c + 3u, acc.w);
+        }
+        return;
+    }
     let row = c * p.row_bytes;
     for (var b = 0u; b < blocks; b++) {
         decode_block(row + b * shape.y, b * shape.x);

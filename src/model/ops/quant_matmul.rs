@@ -1,6 +1,7 @@
 //! Launcher for `shaders/model/quant_matmul.wgsl`: `y = x Wᵀ` with W kept as its GGUF
-//! blocks ([`QuantMatrix`]), dequantized in registers. One row of y per invocation for a
-//! single row of x (a decoding step), four otherwise; the pipelines of both are built
+//! blocks ([`QuantMatrix`]), dequantized in registers. For a single row of x (a decoding
+//! step) each invocation computes four columns of y, so each x element is read once for
+//! four W rows; otherwise four rows of one column. The pipelines of both tiles are built
 //! per weight type at prepare.
 
 use std::sync::Arc;
@@ -83,12 +84,12 @@ pub(crate) struct QuantMatmulKernel {
     pipes: Vec<(GgmlType, u32, Arc<KernelPipeline>)>,
 }
 
-/// Rows of y per invocation for a product of `rows` rows.
-fn tile_rows(rows: usize) -> u32 {
+/// Rows and columns of y per invocation for a product of `rows` rows.
+fn tile(rows: usize) -> (u32, u32) {
     if rows == 1 {
-        1
+        (1, 4)
     } else {
-        4
+        (4, 1)
     }
 }
 
@@ -104,7 +105,12 @@ impl QuantMatmulKernel {
                 if pipes.iter().any(|(t, r, _)| *t == ty && *r == rows) {
                     continue;
                 }
-                let constants = [("KIND", f64::from(ty.0)), ("ROWS", f64::from(rows))];
+                let (_, cols) = tile(rows as usize);
+                let constants = [
+                    ("KIND", f64::from(ty.0)),
+                    ("ROWS", f64::from(rows)),
+                    ("COLS", f64::from(cols)),
+                ];
                 pipes.push((ty, rows, pipeline_with(ctx, &SPEC, &constants).await?));
             }
         }
@@ -124,11 +130,11 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let tile = tile_rows(call.rows);
+        let (tile_rows, tile_cols) = tile(call.rows);
         let pipe = self
             .pipes
             .iter()
-            .find(|(t, r, _)| *t == w.ty && *r == tile)
+            .find(|(t, r, _)| *t == w.ty && *r == tile_rows)
             .map(|(_, _, p)| p)
             .ok_or_else(|| {
                 AttentionError::Unsupported(format!(
@@ -178,7 +184,8 @@ impl QuantMatmulKernel {
             ],
             _pad: 0,
         };
-        let groups = (w.rows as u64).div_ceil(64) * (call.rows as u64).div_ceil(u64::from(tile));
+        let groups = (w.rows as u64).div_ceil(64 * u64::from(tile_cols))
+            * (call.rows as u64).div_ceil(u64::from(tile_rows));
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
         let resources = vec![
             params.as_entire_binding(),

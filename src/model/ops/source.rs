@@ -7,9 +7,10 @@ pub(crate) const RMS_NORM: &str = include_str!("../../../shaders/model/rms_norm.
 pub(crate) const ROPE: &str = include_str!("../../../shaders/model/rope.wgsl");
 pub(crate) const SILU_MUL: &str = include_str!("../../../shaders/model/silu_mul.wgsl");
 pub(crate) const MERGE_HEADS: &str = include_str!("../../../shaders/model/merge_heads.wgsl");
-/// The block decoders followed by the kernel that uses them.
+/// The block decoders (one row and four rows at once) followed by the kernel that uses them.
 pub(crate) const QUANT_MATMUL: &str = concat!(
     include_str!("../../../shaders/model/quant_blocks.wgsl"),
+    include_str!("../../../shaders/model/quant_blocks4.wgsl"),
     include_str!("../../../shaders/model/quant_matmul.wgsl")
 );
 pub(crate) const QUANT_EMBED: &str = concat!(

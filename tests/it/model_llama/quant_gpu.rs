@@ -114,6 +114,10 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             (16, ks[0], 130),
             (17, ks[1], 1),
             (1, ks[2], 64),
+            // One row takes four columns per invocation and 256 per workgroup: fewer
+            // than four, and a second workgroup with a ragged last group.
+            (1, ks[1], 3),
+            (1, ks[0], 258),
         ];
         for (rows, k, n) in shapes {
             let bytes = random_tensor(&mut rng, ty, n, k);
