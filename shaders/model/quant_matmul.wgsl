@@ -1,11 +1,10 @@
 // y = x Wᵀ with W (cols, inner) kept as its GGUF blocks (quant_blocks.wgsl and
 // quant_blocks4.wgsl, which this source follows), accumulating in f32. Two tiles:
-// - ROWS = 4, COLS = 1 (several rows of x): each invocation owns one column of y (one row
-//   of W) and four rows of x, decodes each block of its W row once into registers and
-//   multiplies it into every row of its tile;
-// - ROWS = 1, COLS = 4 (a decoding step): each invocation owns four consecutive columns of
-//   y and the one row of x, and decodes the four W rows' blocks side by side, so that each
-//   x element is loaded once for four columns. On lavapipe the x loads, one per lane even
+// each invocation owns four consecutive columns of y and ROWS rows of x (1 for a decoding
+// step, 4 otherwise), decodes the four W rows' blocks side by side in registers and
+// multiplies them into every row of its tile, so that each x element is loaded once for
+// four columns and each W element once for the tile's rows. (COLS = 1, one column per
+// invocation, is the single-row decoder's path, kept for the shader's other users.) On lavapipe the x loads, one per lane even
 //   though every lane reads the same address, were over half of a decoding step.
 //
 // Why an invocation per column rather than lanes splitting K: on a CPU driver (lavapipe)
@@ -43,12 +42,16 @@ struct QuantMatmul {
 override KIND: u32 = 0u;
 // Rows of y per invocation: 1 or 4.
 override ROWS: u32 = 1u;
-// Columns of y per invocation: 4 with ROWS = 1, else 1.
+// Columns of y per invocation: 1 or 4.
 override COLS: u32 = 1u;
 
 // Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
 var<private> xr: vec4<u32>;
 var<private> acc: vec4<f32>;
+// With COLS = 4: the sums of the tile's rows 1, 2 and 3 (acc holds row 0's four columns).
+var<private> acc1: vec4<f32>;
+var<private> acc2: vec4<f32>;
+var<private> acc3: vec4<f32>;
 
 fn xv(i: u32) -> vec4<f32> {
     return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
@@ -63,10 +66,19 @@ fn take(v: vec4<f32>, k: u32) {
     }
 }
 
-// Elements k..k+4 of four W rows, against the one row of x.
+// Elements k..k+4 of four W rows (columns c..c+4 of y), against every row of the tile:
+// row r of the tile accumulates into acc (r = 0) or accr.
 fn take4(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, k: u32) {
-    let xk = xv(xr.x + k);
-    acc += vec4<f32>(dot(a, xk), dot(b, xk), dot(c, xk), dot(d, xk));
+    let x0 = xv(xr.x + k);
+    acc += vec4<f32>(dot(a, x0), dot(b, x0), dot(c, x0), dot(d, x0));
+    if (ROWS > 1u) {
+        let x1 = xv(xr.y + k);
+        acc1 += vec4<f32>(dot(a, x1), dot(b, x1), dot(c, x1), dot(d, x1));
+        let x2 = xv(xr.z + k);
+        acc2 += vec4<f32>(dot(a, x2), dot(b, x2), dot(c, x2), dot(d, x2));
+        let x3 = xv(xr.w + k);
+        acc3 += vec4<f32>(dot(a, x3), dot(b, x3), dot(c, x3), dot(d, x3));
+    }
 }
 
 fn store(m: u32, c: u32, v: f32) {
@@ -74,6 +86,23 @@ fn store(m: u32, c: u32, v: f32) {
     let l = m % p.out_len;
     let h = c / p.out_dim;
     y[((b * p.out_heads + h) * p.out_cap + p.out_off + l) * p.out_dim + c % p.out_dim] = v;
+}
+
+// Columns c..c+4 of row m, those inside y (rows and columns past the last were repeats).
+fn store4(m: u32, c: u32, v: vec4<f32>) {
+    if (m >= p.rows) {
+        return;
+    }
+    store(m, c, v.x);
+    if (c + 1u < p.cols) {
+        store(m, c + 1u, v.y);
+    }
+    if (c + 2u < p.cols) {
+        store(m, c + 2u, v.z);
+    }
+    if (c + 3u < p.cols) {
+        store(m, c + 3u, v.w);
+    }
 }
 
 @compute @workgroup_size(64)
@@ -93,6 +122,9 @@ fn main(
     let ms = vec4<u32>(m0, min(m0 + 1u, last), min(m0 + 2u, last), min(m0 + 3u, last));
     xr = p.x_off + ms * p.x_stride;
     acc = vec4<f32>(0.0);
+    acc1 = vec4<f32>(0.0);
+    acc2 = vec4<f32>(0.0);
+    acc3 = vec4<f32>(0.0);
     let shape = block_shape();
     let blocks = p.inner / shape.x;
     if (COLS > 1u) {
@@ -103,15 +135,11 @@ fn main(
         for (var b = 0u; b < blocks; b++) {
             decode_block4(rows + vec4<u32>(b * shape.y), b * shape.x);
         }
-        store(m0, c, acc.x);
-        if (c + 1u < p.cols) {
-            store(m0, c + 1u, acc.y);
-        }
-        if (c + 2u < p.cols) {
-            store(m0, c + 2u, acc.z);
-        }
-        if (c + 3u < p.cols) {
-            store(m0, c + 3u, acc.w);
+        store4(m0, c, acc);
+        if (ROWS > 1u) {
+            store4(m0 + 1u, c, acc1);
+            store4(m0 + 2u, c, acc2);
+            store4(m0 + 3u, c, acc3);
         }
         return;
     }

@@ -1,7 +1,7 @@
 //! Launcher for `shaders/model/quant_matmul.wgsl`: `y = x Wᵀ` with W kept as its GGUF
-//! blocks ([`QuantMatrix`]), dequantized in registers. For a single row of x (a decoding
-//! step) each invocation computes four columns of y, so each x element is read once for
-//! four W rows; otherwise four rows of one column. The pipelines of both tiles are built
+//! blocks ([`QuantMatrix`]), dequantized in registers. Each invocation computes four
+//! columns of y, so each x element is read once for four W rows, for one row of x (a
+//! decoding step) or four. The pipelines of both tiles are built
 //! per weight type at prepare.
 
 use std::sync::Arc;
@@ -89,7 +89,7 @@ fn tile(rows: usize) -> (u32, u32) {
     if rows == 1 {
         (1, 4)
     } else {
-        (4, 1)
+        (4, 4)
     }
 }
 
