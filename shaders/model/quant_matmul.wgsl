@@ -1,11 +1,11 @@
 // y = x Wᵀ with W (cols, inner) kept as its GGUF blocks (quant_blocks.wgsl and
-// quant_blocks4.wgsl, which this source follows), accumulating in f32. Two tiles:
-// each invocation owns four consecutive columns of y and ROWS rows of x (1 for a decoding
-// step, 4 otherwise), decodes the four W rows' blocks side by side in registers and
-// multiplies them into every row of its tile, so that each x element is loaded once for
-// four columns and each W element once for the tile's rows. (COLS = 1, one column per
-// invocation, is the single-row decoder's path, kept for the shader's other users.) On lavapipe the x loads, one per lane even
-//   though every lane reads the same address, were over half of a decoding step.
+// quant_blocks4.wgsl, which this source follows), accumulating in f32: each invocation
+// owns four consecutive columns of y and ROWS rows of x (1 for a decoding step, 4
+// otherwise), decodes the four W rows' blocks side by side in registers and multiplies
+// them into every row of its tile, so that each x element is loaded once for four
+// columns and each W element once for the tile's rows. On lavapipe the x loads, one per
+// lane even though every lane reads the same address, were over half of a decoding step
+// when an invocation owned one column.
 //
 // Why an invocation per column rather than lanes splitting K: on a CPU driver (lavapipe)
 // an invocation is a SIMD lane, and the x elements every lane reads are then the same
@@ -42,13 +42,13 @@ struct QuantMatmul {
 override KIND: u32 = 0u;
 // Rows of y per invocation: 1 or 4.
 override ROWS: u32 = 1u;
-// Columns of y per invocation: 1 or 4.
-override COLS: u32 = 1u;
+// Columns of y per invocation.
+const COLS: u32 = 4u;
 
 // Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
 var<private> xr: vec4<u32>;
+// The sums of the tile's rows 0 (acc), 1, 2 and 3, each for the invocation's four columns.
 var<private> acc: vec4<f32>;
-// With COLS = 4: the sums of the tile's rows 1, 2 and 3 (acc holds row 0's four columns).
 var<private> acc1: vec4<f32>;
 var<private> acc2: vec4<f32>;
 var<private> acc3: vec4<f32>;
@@ -57,13 +57,10 @@ fn xv(i: u32) -> vec4<f32> {
     return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
 }
 
+// Required by quant_blocks.wgsl's one-row decoders, which this kernel does not call
+// (the quantized embedding gather does); it accumulates like take4's first column.
 fn take(v: vec4<f32>, k: u32) {
     acc.x += dot(v, xv(xr.x + k));
-    if (ROWS > 1u) {
-        acc.y += dot(v, xv(xr.y + k));
-        acc.z += dot(v, xv(xr.z + k));
-        acc.w += dot(v, xv(xr.w + k));
-    }
 }
 
 // Elements k..k+4 of four W rows (columns c..c+4 of y), against every row of the tile:
@@ -127,36 +124,17 @@ fn main(
     acc3 = vec4<f32>(0.0);
     let shape = block_shape();
     let blocks = p.inner / shape.x;
-    if (COLS > 1u) {
-        // Columns past the last repeat it (their sums are dropped).
-        let lc = p.cols - 1u;
-        let cs = vec4<u32>(c, min(c + 1u, lc), min(c + 2u, lc), min(c + 3u, lc));
-        let rows = cs * p.row_bytes;
-        for (var b = 0u; b < blocks; b++) {
-            decode_block4(rows + vec4<u32>(b * shape.y), b * shape.x);
-        }
-        store4(m0, c, acc);
-        if (ROWS > 1u) {
-            store4(m0 + 1u, c, acc1);
-            store4(m0 + 2u, c, acc2);
-            store4(m0 + 3u, c, acc3);
-        }
-        return;
-    }
-    let row = c * p.row_bytes;
+    // Columns past the last repeat it (their sums are dropped).
+    let lc = p.cols - 1u;
+    let cs = vec4<u32>(c, min(c + 1u, lc), min(c + 2u, lc), min(c + 3u, lc));
+    let rows = cs * p.row_bytes;
     for (var b = 0u; b < blocks; b++) {
-        decode_block(row + b * shape.y, b * shape.x);
+        decode_block4(rows + vec4<u32>(b * shape.y), b * shape.x);
     }
-    store(m0, c, acc.x);
+    store4(m0, c, acc);
     if (ROWS > 1u) {
-        if (m0 + 1u < p.rows) {
-            store(m0 + 1u, c, acc.y);
-        }
-        if (m0 + 2u < p.rows) {
-            store(m0 + 2u, c, acc.z);
-        }
-        if (m0 + 3u < p.rows) {
-            store(m0 + 3u, c, acc.w);
-        }
+        store4(m0 + 1u, c, acc1);
+        store4(m0 + 2u, c, acc2);
+        store4(m0 + 3u, c, acc3);
     }
 }

@@ -1,8 +1,8 @@
 //! Launcher for `shaders/model/quant_matmul.wgsl`: `y = x Wᵀ` with W kept as its GGUF
 //! blocks ([`QuantMatrix`]), dequantized in registers. Each invocation computes four
 //! columns of y, so each x element is read once for four W rows, for one row of x (a
-//! decoding step) or four. The pipelines of both tiles are built
-//! per weight type at prepare.
+//! decoding step) or four. The pipelines of both tile heights are built per weight
+//! type at prepare.
 
 use std::sync::Arc;
 
@@ -84,12 +84,15 @@ pub(crate) struct QuantMatmulKernel {
     pipes: Vec<(GgmlType, u32, Arc<KernelPipeline>)>,
 }
 
-/// Rows and columns of y per invocation for a product of `rows` rows.
-fn tile(rows: usize) -> (u32, u32) {
+/// Columns of y per invocation (`COLS` in the shader).
+const TILE_COLS: u64 = 4;
+
+/// Rows of y per invocation for a product of `rows` rows.
+fn tile_rows(rows: usize) -> u32 {
     if rows == 1 {
-        (1, 4)
+        1
     } else {
-        (4, 4)
+        4
     }
 }
 
@@ -105,12 +108,7 @@ impl QuantMatmulKernel {
                 if pipes.iter().any(|(t, r, _)| *t == ty && *r == rows) {
                     continue;
                 }
-                let (_, cols) = tile(rows as usize);
-                let constants = [
-                    ("KIND", f64::from(ty.0)),
-                    ("ROWS", f64::from(rows)),
-                    ("COLS", f64::from(cols)),
-                ];
+                let constants = [("KIND", f64::from(ty.0)), ("ROWS", f64::from(rows))];
                 pipes.push((ty, rows, pipeline_with(ctx, &SPEC, &constants).await?));
             }
         }
@@ -130,11 +128,11 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let (tile_rows, tile_cols) = tile(call.rows);
+        let tile = tile_rows(call.rows);
         let pipe = self
             .pipes
             .iter()
-            .find(|(t, r, _)| *t == w.ty && *r == tile_rows)
+            .find(|(t, r, _)| *t == w.ty && *r == tile)
             .map(|(_, _, p)| p)
             .ok_or_else(|| {
                 AttentionError::Unsupported(format!(
@@ -184,8 +182,8 @@ impl QuantMatmulKernel {
             ],
             _pad: 0,
         };
-        let groups = (w.rows as u64).div_ceil(64 * u64::from(tile_cols))
-            * (call.rows as u64).div_ceil(u64::from(tile_rows));
+        let groups =
+            (w.rows as u64).div_ceil(64 * TILE_COLS) * (call.rows as u64).div_ceil(u64::from(tile));
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
         let resources = vec![
             params.as_entire_binding(),
