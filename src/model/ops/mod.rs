@@ -18,7 +18,6 @@ mod quant_embed;
 mod quant_matmul;
 mod quant_matrix;
 mod rms_norm;
-mod rope;
 mod silu_mul;
 mod source;
 
@@ -32,10 +31,12 @@ pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
 pub use probe::{quant_embed_probe, quant_matmul_probe};
 pub(crate) use quant_embed::QuantEmbedKernel;
-pub(crate) use quant_matmul::{OutLayout, QuantMatmul, QuantMatmulKernel};
+pub(crate) use quant_matmul::{
+    EpiKind, OutLayout, QkvSplit, QuantEpilogue, QuantMatmul, QuantMatmulKernel, QuantNorm,
+    QuantVariant,
+};
 pub(crate) use quant_matrix::QuantMatrix;
 pub(crate) use rms_norm::{RmsNorm, RmsNormKernel};
-pub(crate) use rope::{RopeKernel, RopeSpan};
 pub(crate) use silu_mul::SiluMulKernel;
 pub use source::MODEL_SHADER_SOURCES;
 
@@ -85,7 +86,6 @@ pub fn model_kernel_layouts() -> Vec<(&'static str, &'static str, usize, Vec<&'s
         describe(&add_norm::SPEC, size_of::<add_norm::AddNormParams>()),
         describe(&gelu::SPEC, size_of::<gelu::GeluParams>()),
         describe(&rms_norm::SPEC, size_of::<rms_norm::RmsNormParams>()),
-        describe(&rope::SPEC, size_of::<rope::RopeParams>()),
         describe(&silu_mul::SPEC, size_of::<silu_mul::SiluMulParams>()),
         describe(
             &merge_heads::SPEC,

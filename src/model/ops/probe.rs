@@ -38,14 +38,7 @@ pub async fn quant_matmul_probe(
     let y = nan_tensor(ctx, &[rows, n])?;
     let kernel = QuantMatmulKernel::prepare(ctx, &[ty]).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
-    let call = QuantMatmul {
-        x: &x,
-        x_off: 0,
-        rows,
-        w: &w,
-        y: &y,
-        layout: OutLayout::rows(rows, n),
-    };
+    let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
     kernel.record(ctx, &mut enc, &call)?;
     submit(ctx, enc, "quant matmul probe").await?;
     Ok(read_tensors(ctx, &[&y]).await?.remove(0))

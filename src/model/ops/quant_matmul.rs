@@ -1,8 +1,10 @@
 //! Launcher for `shaders/model/quant_matmul.wgsl`: `y = x Wᵀ` with W kept as its GGUF
 //! blocks ([`QuantMatrix`]), dequantized in registers. Each invocation computes four
 //! columns of y, so each x element is read once for four W rows, for one row of x (a
-//! decoding step) or four. The pipelines of both tile heights are built per weight
-//! type at prepare.
+//! decoding step) or four. A [`QuantVariant`] folds neighbouring model kernels into the
+//! product: RMSNorm of x as it is read, a residual add, q/k/v with RoPE into their heads
+//! and the KV store, or SwiGLU over interleaved gate and up rows. The pipelines of both
+//! tile heights are built per weight type and variant at prepare.
 
 use std::sync::Arc;
 
@@ -17,7 +19,8 @@ use crate::error::{AttentionError, Result};
 use crate::model::llama::gguf::GgmlType;
 use crate::{GpuContext, GpuTensor};
 
-/// Bindings: params, x, the weight words, y.
+/// Bindings: params, x, the weight words, y, the norm's weight, the RoPE table, the key
+/// store, the value store (the last four stand-ins where the variant does not use them).
 pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_quant_matmul",
     source: source::QUANT_MATMUL,
@@ -25,6 +28,10 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::Uniform,
         Binding::Read,
         Binding::Read,
+        Binding::ReadWrite,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
         Binding::ReadWrite,
     ],
     trusted: false,
@@ -41,7 +48,15 @@ pub(crate) struct QuantMatmulParams {
     x_off: u32,
     x_stride: u32,
     out: [u32; 5],
-    _pad: u32,
+    eps: f32,
+    col0: u32,
+    q_end: u32,
+    k_end: u32,
+    kv_heads: u32,
+    kv_cap: u32,
+    kv_off: u32,
+    pos0: u32,
+    positions: u32,
 }
 
 /// Where row `m`, column `c` of y goes: `((b * heads + h) * cap + off + l) * dim + d` with
@@ -68,8 +83,80 @@ impl OutLayout {
     }
 }
 
+/// What becomes of the product's sums (the shader's `EPI`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EpiKind {
+    /// Stored at the layout.
+    Store = 0,
+    /// Added to y at the layout (a residual add).
+    Add = 1,
+    /// Attention's q, k and v, rotated by RoPE where q or k ([`QkvSplit`]).
+    Qkv = 2,
+    /// `silu(gate) * up` from W rows interleaving gate and up (row 2j gate j, 2j + 1 up j).
+    SwiGlu = 3,
+}
+
+/// One pipeline of the kernel: whether x is RMS-normed as it is read, and the epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QuantVariant {
+    pub norm: bool,
+    pub epi: EpiKind,
+}
+
+impl QuantVariant {
+    pub(crate) const PLAIN: Self = Self {
+        norm: false,
+        epi: EpiKind::Store,
+    };
+}
+
+/// RMSNorm applied to x as it is read: `x / sqrt(mean(x²) + eps) * weight`.
+#[derive(Clone, Copy)]
+pub(crate) struct QuantNorm<'a> {
+    pub weight: &'a GpuTensor,
+    pub eps: f32,
+}
+
+/// Where [`EpiKind::Qkv`] sends each column of the attention space `[q | k | v]`: W's
+/// rows are its columns `col0 .. col0 + W.rows`; columns below `q_end` go to y at the
+/// call's layout, those below `k_end` to `k` and the rest to `v`, both at `kv` (whose
+/// `len` and `dim` must be the layout's). q and k are rotated at positions `pos0 + l` by
+/// `table`, `(positions, dim / 2, 2)` cos and sin.
+#[derive(Clone, Copy)]
+pub(crate) struct QkvSplit<'a> {
+    pub k: &'a GpuTensor,
+    pub v: &'a GpuTensor,
+    pub col0: usize,
+    pub q_end: usize,
+    pub k_end: usize,
+    pub kv: OutLayout,
+    pub table: &'a GpuTensor,
+    pub positions: usize,
+    pub pos0: usize,
+}
+
+/// The epilogue of one call, with what it needs.
+#[derive(Clone, Copy)]
+pub(crate) enum QuantEpilogue<'a> {
+    Store,
+    Add,
+    Qkv(QkvSplit<'a>),
+    SwiGlu,
+}
+
+impl QuantEpilogue<'_> {
+    fn kind(&self) -> EpiKind {
+        match self {
+            Self::Store => EpiKind::Store,
+            Self::Add => EpiKind::Add,
+            Self::Qkv(_) => EpiKind::Qkv,
+            Self::SwiGlu => EpiKind::SwiGlu,
+        }
+    }
+}
+
 /// One product: `rows` rows of x, each `w.cols` wide, starting at element `x_off`, times
-/// `w`'s rows, into `y` at `layout`.
+/// `w`'s rows, into `y` at `layout` (for [`EpiKind::SwiGlu`], `w.rows / 2` columns).
 pub(crate) struct QuantMatmul<'a> {
     pub x: &'a GpuTensor,
     pub x_off: usize,
@@ -77,11 +164,38 @@ pub(crate) struct QuantMatmul<'a> {
     pub w: &'a QuantMatrix,
     pub y: &'a GpuTensor,
     pub layout: OutLayout,
+    pub norm: Option<QuantNorm<'a>>,
+    pub epilogue: QuantEpilogue<'a>,
 }
 
-/// The kernel's pipelines for a set of weight types, both tile heights each.
+impl<'a> QuantMatmul<'a> {
+    /// A plain product `y = x Wᵀ` at `layout`.
+    pub(crate) fn plain(
+        (x, x_off, rows): (&'a GpuTensor, usize, usize),
+        w: &'a QuantMatrix,
+        y: &'a GpuTensor,
+        layout: OutLayout,
+    ) -> Self {
+        Self {
+            x,
+            x_off,
+            rows,
+            w,
+            y,
+            layout,
+            norm: None,
+            epilogue: QuantEpilogue::Store,
+        }
+    }
+}
+
+/// The kernel's pipelines for a set of weight types and variants, both tile heights each,
+/// and the stand-ins bound where a variant reads or writes nothing.
 pub(crate) struct QuantMatmulKernel {
-    pipes: Vec<(GgmlType, u32, Arc<KernelPipeline>)>,
+    pipes: Vec<(GgmlType, QuantVariant, u32, Arc<KernelPipeline>)>,
+    unused_read: GpuTensor,
+    unused_k: GpuTensor,
+    unused_v: GpuTensor,
 }
 
 /// Columns of y per invocation (`COLS` in the shader).
@@ -97,29 +211,55 @@ fn tile_rows(rows: usize) -> u32 {
 }
 
 impl QuantMatmulKernel {
-    /// Builds (or finds cached) the pipelines for every type of `types`.
+    /// Builds (or finds cached) the plain pipelines for every type of `types`.
     ///
     /// # Errors
     /// A device error building a pipeline.
     pub(crate) async fn prepare(ctx: &GpuContext, types: &[GgmlType]) -> Result<Self> {
+        let wants: Vec<_> = types.iter().map(|&t| (t, QuantVariant::PLAIN)).collect();
+        Self::prepare_variants(ctx, &wants).await
+    }
+
+    /// Builds (or finds cached) the pipelines of every (type, variant) of `wants`.
+    ///
+    /// # Errors
+    /// A device error building a pipeline.
+    pub(crate) async fn prepare_variants(
+        ctx: &GpuContext,
+        wants: &[(GgmlType, QuantVariant)],
+    ) -> Result<Self> {
         let mut pipes = Vec::new();
-        for &ty in types {
+        for &(ty, var) in wants {
             for rows in [1u32, 4] {
-                if pipes.iter().any(|(t, r, _)| *t == ty && *r == rows) {
+                if pipes
+                    .iter()
+                    .any(|(t, v, r, _)| *t == ty && *v == var && *r == rows)
+                {
                     continue;
                 }
-                let constants = [("KIND", f64::from(ty.0)), ("ROWS", f64::from(rows))];
-                pipes.push((ty, rows, pipeline_with(ctx, &SPEC, &constants).await?));
+                let constants = [
+                    ("KIND", f64::from(ty.0)),
+                    ("ROWS", f64::from(rows)),
+                    ("NORM", if var.norm { 1.0 } else { 0.0 }),
+                    ("EPI", f64::from(var.epi as u32)),
+                ];
+                pipes.push((ty, var, rows, pipeline_with(ctx, &SPEC, &constants).await?));
             }
         }
-        Ok(Self { pipes })
+        Ok(Self {
+            pipes,
+            unused_read: GpuTensor::empty(ctx, &[4])?,
+            unused_k: GpuTensor::empty(ctx, &[4])?,
+            unused_v: GpuTensor::empty(ctx, &[4])?,
+        })
     }
 
     /// Records the product.
     ///
     /// # Errors
-    /// [`AttentionError::Unsupported`] for a weight type not prepared;
-    /// [`AttentionError::Shape`] when x or y is too small for the call, or no rows;
+    /// [`AttentionError::Unsupported`] for a weight type or variant not prepared;
+    /// [`AttentionError::Shape`] when x, y, the norm's weight, the stores or the table are
+    /// too small for the call, the q/k/v split does not fit W, or no rows;
     /// [`AttentionError::TooLarge`] past 32-bit indices.
     pub(crate) fn record(
         &self,
@@ -129,14 +269,18 @@ impl QuantMatmulKernel {
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
         let tile = tile_rows(call.rows);
+        let var = QuantVariant {
+            norm: call.norm.is_some(),
+            epi: call.epilogue.kind(),
+        };
         let pipe = self
             .pipes
             .iter()
-            .find(|(t, r, _)| *t == w.ty && *r == tile)
-            .map(|(_, _, p)| p)
+            .find(|(t, v, r, _)| *t == w.ty && *v == var && *r == tile)
+            .map(|(_, _, _, p)| p)
             .ok_or_else(|| {
                 AttentionError::Unsupported(format!(
-                    "quant matmul: {} was not prepared",
+                    "quant matmul: {} as {var:?} was not prepared",
                     w.ty.name()
                 ))
             })?;
@@ -144,12 +288,28 @@ impl QuantMatmulKernel {
         if call.rows == 0 || call.x.len() < x_need {
             return Err(shape_error("quant matmul", "x", call.x, x_need));
         }
+        if let Some(n) = call.norm {
+            if n.weight.len() < w.cols {
+                return Err(shape_error("quant matmul", "norm weight", n.weight, w.cols));
+            }
+        }
+        let out_cols = match call.epilogue {
+            QuantEpilogue::SwiGlu if w.rows % 2 == 0 => w.rows / 2,
+            QuantEpilogue::SwiGlu => {
+                return Err(AttentionError::shape(
+                    "quant matmul",
+                    format!(
+                        "SwiGLU needs gate and up rows in pairs, not {} rows",
+                        w.rows
+                    ),
+                ))
+            }
+            QuantEpilogue::Qkv(s) => s.q_end,
+            _ => w.rows,
+        };
         let batches = call.rows.div_ceil(l.len.max(1));
-        let y_need = batches
-            .saturating_mul(l.heads)
-            .saturating_mul(l.cap)
-            .saturating_mul(l.dim);
-        if l.heads.saturating_mul(l.dim) != w.rows
+        let y_need = layout_need(batches, l);
+        if l.heads.saturating_mul(l.dim) != out_cols
             || l.len == 0
             || l.off.saturating_add(l.len) > l.cap
             || call.y.len() < y_need
@@ -157,15 +317,19 @@ impl QuantMatmulKernel {
             return Err(AttentionError::shape(
                 "quant matmul",
                 format!(
-                    "y {:?} cannot hold {} rows of {} as {l:?}",
+                    "y {:?} cannot hold {} rows of {out_cols} as {l:?}",
                     call.y.shape(),
                     call.rows,
-                    w.rows
                 ),
             ));
         }
         u32_of("quant matmul", x_need)?;
         u32_of("quant matmul", y_need)?;
+        let split = match call.epilogue {
+            QuantEpilogue::Qkv(s) => Some(check_split(&s, w, l, batches)?),
+            _ => None,
+        };
+        let s = split.as_ref();
         let params = QuantMatmulParams {
             rows: u32_of("quant matmul", call.rows)?,
             cols: u32_of("quant matmul", w.rows)?,
@@ -180,7 +344,15 @@ impl QuantMatmulKernel {
                 u32_of("quant matmul", l.cap)?,
                 u32_of("quant matmul", l.off)?,
             ],
-            _pad: 0,
+            eps: call.norm.map_or(0.0, |n| n.eps),
+            col0: u32_of("quant matmul", s.map_or(0, |s| s.col0))?,
+            q_end: u32_of("quant matmul", s.map_or(0, |s| s.q_end))?,
+            k_end: u32_of("quant matmul", s.map_or(0, |s| s.k_end))?,
+            kv_heads: u32_of("quant matmul", s.map_or(0, |s| s.kv.heads))?,
+            kv_cap: u32_of("quant matmul", s.map_or(0, |s| s.kv.cap))?,
+            kv_off: u32_of("quant matmul", s.map_or(0, |s| s.kv.off))?,
+            pos0: u32_of("quant matmul", s.map_or(0, |s| s.pos0))?,
+            positions: u32_of("quant matmul", s.map_or(0, |s| s.positions))?,
         };
         let groups =
             (w.rows as u64).div_ceil(64 * TILE_COLS) * (call.rows as u64).div_ceil(u64::from(tile));
@@ -190,7 +362,72 @@ impl QuantMatmulKernel {
             whole(call.x),
             range(&w.buffer, 0, w.buffer.size()),
             whole(call.y),
+            whole(call.norm.map_or(&self.unused_read, |n| n.weight)),
+            whole(s.map_or(&self.unused_read, |s| s.table)),
+            whole(s.map_or(&self.unused_k, |s| s.k)),
+            whole(s.map_or(&self.unused_v, |s| s.v)),
         ];
         record_pass(ctx, encoder, (SPEC.name, pipe), resources, groups)
     }
+}
+
+/// Elements an output at `l` spans for `batches` batches.
+fn layout_need(batches: usize, l: OutLayout) -> usize {
+    batches
+        .saturating_mul(l.heads)
+        .saturating_mul(l.cap)
+        .saturating_mul(l.dim)
+}
+
+/// `s` fits W (`w`) and the call's layout `l`: even boundaries (the rotation and the
+/// stores take columns in pairs), q as wide as the layout, k and v as wide as `s.kv`,
+/// W's columns inside the space, the stores and the table large enough.
+fn check_split<'a>(
+    s: &QkvSplit<'a>,
+    w: &QuantMatrix,
+    l: OutLayout,
+    batches: usize,
+) -> Result<QkvSplit<'a>> {
+    let kv_cols = s.kv.heads.saturating_mul(l.dim);
+    let space = s.k_end.saturating_add(kv_cols);
+    let even = [s.col0, s.q_end, s.k_end, w.rows, l.dim]
+        .iter()
+        .all(|n| n % 2 == 0);
+    let bad = |why: String| Err(AttentionError::shape("quant matmul (q, k, v)", why));
+    if !even {
+        return bad(format!(
+            "columns must come in pairs: col0 {}, q_end {}, k_end {}, rows {}, head dim {}",
+            s.col0, s.q_end, s.k_end, w.rows, l.dim
+        ));
+    }
+    if s.q_end > s.k_end
+        || s.k_end - s.q_end != kv_cols
+        || s.col0.saturating_add(w.rows) > space
+        || s.kv.len != l.len
+        || s.kv.dim != l.dim
+        || s.kv.off.saturating_add(s.kv.len) > s.kv.cap
+    {
+        return bad(format!(
+            "W's {} rows from column {} do not fit q ..{} | k ..{} | v ..{space} with {:?}",
+            w.rows, s.col0, s.q_end, s.k_end, s.kv
+        ));
+    }
+    let kv_need = layout_need(batches, s.kv);
+    for (arg, t) in [("k", s.k), ("v", s.v)] {
+        if t.len() < kv_need {
+            return Err(shape_error("quant matmul", arg, t, kv_need));
+        }
+    }
+    let table_need = s.positions.saturating_mul(l.dim);
+    if s.table.len() < table_need {
+        return Err(shape_error(
+            "quant matmul",
+            "rope table",
+            s.table,
+            table_need,
+        ));
+    }
+    u32_of("quant matmul", kv_need)?;
+    u32_of("quant matmul", table_need)?;
+    Ok(*s)
 }

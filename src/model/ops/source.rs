@@ -4,7 +4,6 @@ pub(crate) const EMBED: &str = include_str!("../../../shaders/model/embed.wgsl")
 pub(crate) const ADD_NORM: &str = include_str!("../../../shaders/model/add_norm.wgsl");
 pub(crate) const GELU: &str = include_str!("../../../shaders/model/gelu.wgsl");
 pub(crate) const RMS_NORM: &str = include_str!("../../../shaders/model/rms_norm.wgsl");
-pub(crate) const ROPE: &str = include_str!("../../../shaders/model/rope.wgsl");
 pub(crate) const SILU_MUL: &str = include_str!("../../../shaders/model/silu_mul.wgsl");
 pub(crate) const MERGE_HEADS: &str = include_str!("../../../shaders/model/merge_heads.wgsl");
 /// The block decoders (one row and four rows at once) followed by the kernel that uses them.
@@ -24,7 +23,6 @@ pub const MODEL_SHADER_SOURCES: &[(&str, &str)] = &[
     ("add_norm", ADD_NORM),
     ("gelu", GELU),
     ("rms_norm", RMS_NORM),
-    ("rope", ROPE),
     ("silu_mul", SILU_MUL),
     ("merge_heads", MERGE_HEADS),
     ("quant_matmul", QUANT_MATMUL),

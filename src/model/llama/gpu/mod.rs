@@ -18,7 +18,7 @@ use crate::model::llama::gguf::GgmlType;
 use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
-use crate::model::ops::{read_ranges, QuantMatrix};
+use crate::model::ops::{read_ranges, EpiKind, QuantMatrix, QuantVariant};
 use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError};
 use crate::{GpuContext, GpuTensor};
 
@@ -27,14 +27,106 @@ use pass::{KvStore, Workspace};
 /// One decoder layer's weights on the device.
 pub(crate) struct GpuLayer {
     attn_norm: GpuTensor,
-    wq: QuantMatrix,
-    wk: QuantMatrix,
-    wv: QuantMatrix,
+    /// `[Wq; Wk; Wv]` in runs of one weight type (one matrix when all three share one),
+    /// each with the first column of `[q | k | v]` its rows produce: one product per run.
+    qkv: Vec<(usize, QuantMatrix)>,
     wo: QuantMatrix,
     ffn_norm: GpuTensor,
-    gate: QuantMatrix,
-    up: QuantMatrix,
+    gate_up: GateUp,
     down: QuantMatrix,
+}
+
+/// The FFN's gate and up projections.
+pub(crate) enum GateUp {
+    /// One matrix whose rows interleave them (row 2j gate j, 2j + 1 up j), for the
+    /// product that ends in SwiGLU; when both have one weight type.
+    Interleaved(QuantMatrix),
+    /// Two products and the SiLU·mul kernel; when their types differ.
+    Split { gate: QuantMatrix, up: QuantMatrix },
+}
+
+impl GpuLayer {
+    fn matrices(&self) -> Vec<&QuantMatrix> {
+        let mut all: Vec<_> = self.qkv.iter().map(|(_, w)| w).collect();
+        all.extend([&self.wo, &self.down]);
+        match &self.gate_up {
+            GateUp::Interleaved(w) => all.push(w),
+            GateUp::Split { gate, up } => all.extend([gate, up]),
+        }
+        all
+    }
+
+    /// The kernel variants this layer's products take.
+    fn variants(&self) -> Vec<(GgmlType, QuantVariant)> {
+        let normed = |epi| QuantVariant { norm: true, epi };
+        let add = QuantVariant {
+            norm: false,
+            epi: EpiKind::Add,
+        };
+        let mut v: Vec<_> = self
+            .qkv
+            .iter()
+            .map(|(_, w)| (w.ty, normed(EpiKind::Qkv)))
+            .collect();
+        v.extend([(self.wo.ty, add), (self.down.ty, add)]);
+        match &self.gate_up {
+            GateUp::Interleaved(w) => v.push((w.ty, normed(EpiKind::SwiGlu))),
+            GateUp::Split { gate, up } => {
+                v.extend([gate.ty, up.ty].map(|t| (t, normed(EpiKind::Store))))
+            }
+        }
+        v
+    }
+}
+
+/// Rows of `parts` (tensors of one type and width) one after another.
+fn stack_rows(parts: &[&RawTensor]) -> RawTensor {
+    RawTensor {
+        ty: parts[0].ty,
+        rows: parts.iter().map(|t| t.rows).sum(),
+        cols: parts[0].cols,
+        bytes: parts.iter().flat_map(|t| t.bytes.iter().copied()).collect(),
+    }
+}
+
+/// `a`'s and `b`'s rows interleaved (a's row j at 2j, b's at 2j + 1); one type, one
+/// shape. GGUF rows are whole blocks, so a row is `bytes / rows` bytes.
+fn interleave_rows(a: &RawTensor, b: &RawTensor) -> RawTensor {
+    let row = a.bytes.len() / a.rows.max(1);
+    let mut bytes = Vec::with_capacity(a.bytes.len() + b.bytes.len());
+    for (ra, rb) in a.bytes.chunks_exact(row).zip(b.bytes.chunks_exact(row)) {
+        bytes.extend_from_slice(ra);
+        bytes.extend_from_slice(rb);
+    }
+    RawTensor {
+        ty: a.ty,
+        rows: a.rows + b.rows,
+        cols: a.cols,
+        bytes,
+    }
+}
+
+/// q, k and v in runs of one type, each run with its first column of `[q | k | v]`.
+fn upload_qkv(
+    ctx: &GpuContext,
+    layer: usize,
+    [q, k, v]: [&RawTensor; 3],
+) -> Result<Vec<(usize, QuantMatrix)>, ModelError> {
+    let mut runs: Vec<(usize, Vec<&RawTensor>)> = Vec::new();
+    let mut col = 0;
+    for t in [q, k, v] {
+        match runs.last_mut() {
+            Some((_, run)) if run[0].ty == t.ty => run.push(t),
+            _ => runs.push((col, vec![t])),
+        }
+        col += t.rows;
+    }
+    runs.into_iter()
+        .map(|(col0, run)| {
+            let label = format!("blk.{layer}.attn_qkv.weight (from column {col0})");
+            Ok((col0, upload_matrix(ctx, &label, &stack_rows(&run))?))
+        })
+        .collect()
 }
 
 /// The model's weights on one device, ready to run.
@@ -50,8 +142,8 @@ pub struct LlamaGpu {
     zeros: GpuTensor,
     /// `(context, D/2, 2)` cos and sin.
     rope: GpuTensor,
-    /// Every weight type of the matrices, for preparing the pipelines.
-    types: Vec<GgmlType>,
+    /// Every (weight type, kernel variant) the products take, for preparing the pipelines.
+    variants: Vec<(GgmlType, QuantVariant)>,
 }
 
 /// A vector (a norm's weight) as f32 on the device.
@@ -96,15 +188,21 @@ impl LlamaGpu {
         let mut layers = Vec::with_capacity(c.layers);
         for (i, l) in t.layers.iter().enumerate() {
             let name = |s: &str| format!("blk.{i}.{s}");
+            let gate_up = if l.gate.ty == l.up.ty {
+                let both = interleave_rows(&l.gate, &l.up);
+                GateUp::Interleaved(upload_matrix(ctx, &name("ffn_gate_up.weight"), &both)?)
+            } else {
+                GateUp::Split {
+                    gate: upload_matrix(ctx, &name("ffn_gate.weight"), &l.gate)?,
+                    up: upload_matrix(ctx, &name("ffn_up.weight"), &l.up)?,
+                }
+            };
             layers.push(GpuLayer {
                 attn_norm: upload_vector(ctx, "attn_norm.weight", &l.attn_norm)?,
-                wq: upload_matrix(ctx, &name("attn_q.weight"), &l.wq)?,
-                wk: upload_matrix(ctx, &name("attn_k.weight"), &l.wk)?,
-                wv: upload_matrix(ctx, &name("attn_v.weight"), &l.wv)?,
+                qkv: upload_qkv(ctx, i, [&l.wq, &l.wk, &l.wv])?,
                 wo: upload_matrix(ctx, &name("attn_output.weight"), &l.wo)?,
                 ffn_norm: upload_vector(ctx, "ffn_norm.weight", &l.ffn_norm)?,
-                gate: upload_matrix(ctx, &name("ffn_gate.weight"), &l.gate)?,
-                up: upload_matrix(ctx, &name("ffn_up.weight"), &l.up)?,
+                gate_up,
                 down: upload_matrix(ctx, &name("ffn_down.weight"), &l.down)?,
             });
         }
@@ -115,13 +213,15 @@ impl LlamaGpu {
             .as_ref()
             .map(|o| upload_matrix(ctx, "output.weight", o))
             .transpose()?;
-        let mut types = vec![embed.ty];
-        types.extend(lm_head.iter().map(|w| w.ty));
+        let head_ty = lm_head.as_ref().unwrap_or(&embed).ty;
+        let mut variants = vec![(head_ty, QuantVariant::PLAIN)];
         for l in &layers {
-            types.extend([&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].map(|w| w.ty));
+            for v in l.variants() {
+                if !variants.contains(&v) {
+                    variants.push(v);
+                }
+            }
         }
-        types.sort_by_key(|t| t.0);
-        types.dedup();
         Ok(Self {
             config: c,
             eos: m.eos(),
@@ -131,7 +231,7 @@ impl LlamaGpu {
             layers,
             zeros: GpuTensor::empty(ctx, &[c.hidden])?,
             rope: upload_f32(ctx, "rope", &table, &[c.context, c.head_dim / 2, 2])?,
-            types,
+            variants,
         })
     }
 
@@ -143,10 +243,7 @@ impl LlamaGpu {
         total += self.lm_head.as_ref().map_or(0, QuantMatrix::device_bytes);
         for l in &self.layers {
             total += norms(&l.attn_norm) + norms(&l.ffn_norm);
-            total += [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
-                .iter()
-                .map(|w| w.device_bytes())
-                .sum::<u64>();
+            total += l.matrices().iter().map(|w| w.device_bytes()).sum::<u64>();
         }
         total
     }

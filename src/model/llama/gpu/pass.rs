@@ -1,18 +1,27 @@
 //! One pass of new tokens through the model on the device, recorded into one command
 //! encoder and submitted once.
 //!
-//! Per layer: the projections go through the quantized matmul (keys and values written
-//! straight into the layer's KV store at their positions), RoPE rotates q and the new keys
-//! in place, attention is recorded from the KV store itself ([`PreparedAttention`]; query
-//! head h reads KV head h / (Hq/Hkv), nothing copied), and the residual adds ride in the
-//! RMSNorm kernel that follows them. A pass over a prompt is causal from position 0; a
-//! pass over one new token attends to every key stored so far through the per-batch key
-//! length, which is the causal rule for its row. Nothing is read back here.
+//! Per layer, four products of the quantized matmul and attention between them (on a CPU
+//! driver each dispatch costs about as much as a small product, so the neighbouring
+//! kernels ride in the products):
+//! - q, k and v: x RMS-normed as it is read, one product over `[Wq; Wk; Wv]` (or one per
+//!   run of one weight type), RoPE applied to q and k in the epilogue, keys and values
+//!   written straight into the layer's KV store at their positions;
+//! - attention recorded from the KV store itself ([`PreparedAttention`]; query head h
+//!   reads KV head h / (Hq/Hkv), nothing copied);
+//! - the output projection added to the residual stream x;
+//! - gate and up: x normed as it is read, one product over their interleaved rows ending
+//!   in SwiGLU (two products and the SiLU·mul kernel when their types differ);
+//! - the down projection added to x.
+//!
+//! A pass over a prompt is causal from position 0; a pass over one new token attends to
+//! every key stored so far through the per-batch key length, which is the causal rule for
+//! its row. Nothing is read back here.
 
-use super::{GpuLayer, LlamaGpu};
+use super::{GateUp, LlamaGpu};
 use crate::model::ops::{
-    ErrorScopes, MergeHeadsKernel, OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel,
-    QuantMatrix, RmsNorm, RmsNormKernel, RopeKernel, RopeSpan, SiluMulKernel,
+    ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
+    QuantMatmul, QuantMatmulKernel, QuantNorm, RmsNorm, RmsNormKernel, SiluMulKernel,
 };
 use crate::model::ModelError;
 use crate::{AttentionBuffers, AttentionOptions, GpuContext, GpuTensor, PreparedAttention};
@@ -50,7 +59,6 @@ pub(crate) struct Workspace {
     attn: GpuTensor,
     /// `(rows, heads * head_dim)`: attention's output as rows, for passes of several rows.
     merged: GpuTensor,
-    proj: GpuTensor,
     gate: GpuTensor,
     up: GpuTensor,
     /// `(1, vocab)` at the last row.
@@ -75,7 +83,6 @@ impl Workspace {
             q: t(&[1, c.heads, rows, c.head_dim])?,
             attn: t(&[1, c.heads, rows, c.head_dim])?,
             merged: t(&[if rows > 1 { rows } else { 1 }, c.q_width()])?,
-            proj: t(&[rows, c.hidden])?,
             gate: t(&[rows, c.intermediate])?,
             up: t(&[rows, c.intermediate])?,
             logits: t(&[1, c.vocab])?,
@@ -88,7 +95,6 @@ struct Kernels {
     embed: QuantEmbedKernel,
     matmul: QuantMatmulKernel,
     norm: RmsNormKernel,
-    rope: RopeKernel,
     silu_mul: SiluMulKernel,
     merge: MergeHeadsKernel,
 }
@@ -97,9 +103,8 @@ impl Kernels {
     async fn prepare(ctx: &GpuContext, m: &LlamaGpu) -> Result<Self, ModelError> {
         Ok(Self {
             embed: QuantEmbedKernel::prepare(ctx, &m.embed).await?,
-            matmul: QuantMatmulKernel::prepare(ctx, &m.types).await?,
+            matmul: QuantMatmulKernel::prepare_variants(ctx, &m.variants).await?,
             norm: RmsNormKernel::prepare(ctx).await?,
-            rope: RopeKernel::prepare(ctx).await?,
             silu_mul: SiluMulKernel::prepare(ctx).await?,
             merge: MergeHeadsKernel::prepare(ctx).await?,
         })
@@ -150,41 +155,8 @@ pub(crate) async fn run(
     let scopes = ErrorScopes::push(ctx);
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let e = &mut enc;
-    let project = |e: &mut wgpu::CommandEncoder, x: &GpuTensor, w: &QuantMatrix, y, layout| {
-        kern.matmul.record(
-            ctx,
-            e,
-            &QuantMatmul {
-                x,
-                x_off: 0,
-                rows: l,
-                w,
-                y,
-                layout,
-            },
-        )
-    };
-    let norm = |e: &mut wgpu::CommandEncoder, delta, weight| {
-        kern.norm.record(
-            ctx,
-            e,
-            &RmsNorm {
-                x: &ws.x,
-                delta,
-                dummy: &m.zeros,
-                weight,
-                out: &ws.xn,
-                rows: l,
-                eps: c.rms_eps as f32,
-            },
-        )
-    };
+    let eps = c.rms_eps as f32;
     kern.embed.record(ctx, e, (&ws.ids, l), &m.embed, &ws.x)?;
-    norm(
-        e,
-        None,
-        m.layers.first().map_or(&m.out_norm, |lw| &lw.attn_norm),
-    )?;
     let q_layout = OutLayout {
         len: l,
         heads: hq,
@@ -200,27 +172,43 @@ pub(crate) async fn run(
     };
     let rows = OutLayout::rows(l, h);
     let ffn_rows = OutLayout::rows(l, f);
+    let product = |x, w, y, layout, norm, epilogue| QuantMatmul {
+        x,
+        x_off: 0,
+        rows: l,
+        w,
+        y,
+        layout,
+        norm,
+        epilogue,
+    };
     for (li, lw) in m.layers.iter().enumerate() {
-        let GpuLayer { wq, wk, wv, .. } = lw;
-        project(e, &ws.xn, wq, &ws.q, q_layout)?;
-        project(e, &ws.xn, wk, &kv.k[li], kv_layout)?;
-        project(e, &ws.xn, wv, &kv.v[li], kv_layout)?;
-        let q_span = RopeSpan {
-            heads: hq,
-            dim: d,
-            cap: l,
-            off: 0,
-            rows: l,
-            pos0: off,
-        };
-        kern.rope.record(ctx, e, &ws.q, &m.rope, &q_span)?;
-        let k_span = RopeSpan {
-            heads: hkv,
-            cap,
-            off,
-            ..q_span
-        };
-        kern.rope.record(ctx, e, &kv.k[li], &m.rope, &k_span)?;
+        let attn_norm = Some(QuantNorm {
+            weight: &lw.attn_norm,
+            eps,
+        });
+        for (col0, w) in &lw.qkv {
+            let split = QkvSplit {
+                k: &kv.k[li],
+                v: &kv.v[li],
+                col0: *col0,
+                q_end: hq * d,
+                k_end: (hq + hkv) * d,
+                kv: kv_layout,
+                table: &m.rope,
+                positions: c.context,
+                pos0: off,
+            };
+            let call = product(
+                &ws.x,
+                w,
+                &ws.q,
+                q_layout,
+                attn_norm,
+                QuantEpilogue::Qkv(split),
+            );
+            kern.matmul.record(ctx, e, &call)?;
+        }
         let buffers = AttentionBuffers {
             q: ws.q.buffer(),
             k: kv.k[li].buffer(),
@@ -238,23 +226,49 @@ pub(crate) async fn run(
         } else {
             &ws.attn
         };
-        project(e, attn_rows, &lw.wo, &ws.proj, rows)?;
-        norm(e, Some(&ws.proj), &lw.ffn_norm)?;
-        project(e, &ws.xn, &lw.gate, &ws.gate, ffn_rows)?;
-        project(e, &ws.xn, &lw.up, &ws.up, ffn_rows)?;
-        kern.silu_mul.record(ctx, e, &ws.gate, &ws.up, l * f)?;
-        project(e, &ws.gate, &lw.down, &ws.proj, rows)?;
-        let next_norm = m.layers.get(li + 1).map_or(&m.out_norm, |n| &n.attn_norm);
-        norm(e, Some(&ws.proj), next_norm)?;
+        let out = product(attn_rows, &lw.wo, &ws.x, rows, None, QuantEpilogue::Add);
+        kern.matmul.record(ctx, e, &out)?;
+        let ffn_norm = Some(QuantNorm {
+            weight: &lw.ffn_norm,
+            eps,
+        });
+        match &lw.gate_up {
+            GateUp::Interleaved(w) => {
+                let swiglu = QuantEpilogue::SwiGlu;
+                let call = product(&ws.x, w, &ws.gate, ffn_rows, ffn_norm, swiglu);
+                kern.matmul.record(ctx, e, &call)?;
+            }
+            GateUp::Split { gate, up } => {
+                let store = QuantEpilogue::Store;
+                let g = product(&ws.x, gate, &ws.gate, ffn_rows, ffn_norm, store);
+                kern.matmul.record(ctx, e, &g)?;
+                let u = product(&ws.x, up, &ws.up, ffn_rows, ffn_norm, store);
+                kern.matmul.record(ctx, e, &u)?;
+                kern.silu_mul.record(ctx, e, &ws.gate, &ws.up, l * f)?;
+            }
+        }
+        let down = product(&ws.gate, &lw.down, &ws.x, rows, None, QuantEpilogue::Add);
+        kern.matmul.record(ctx, e, &down)?;
     }
-    let head = QuantMatmul {
-        x: &ws.xn,
-        x_off: (l - 1) * h,
-        rows: 1,
-        w: m.lm_head.as_ref().unwrap_or(&m.embed),
-        y: &ws.logits,
-        layout: OutLayout::rows(1, c.vocab),
-    };
+    kern.norm.record(
+        ctx,
+        e,
+        &RmsNorm {
+            x: &ws.x,
+            delta: None,
+            dummy: &m.zeros,
+            weight: &m.out_norm,
+            out: &ws.xn,
+            rows: l,
+            eps,
+        },
+    )?;
+    let head = QuantMatmul::plain(
+        (&ws.xn, (l - 1) * h, 1),
+        m.lm_head.as_ref().unwrap_or(&m.embed),
+        &ws.logits,
+        OutLayout::rows(1, c.vocab),
+    );
     kern.matmul.record(ctx, e, &head)?;
     ctx.queue().submit([enc.finish()]);
     scopes.pop(ctx, "llama forward pass").await?;
