@@ -52,6 +52,7 @@ mod cpu;
 mod error;
 mod gpu;
 mod host_memory;
+mod kernel_table;
 mod mha;
 pub mod model;
 mod options;
@@ -75,7 +76,10 @@ pub use gpu::hooks::{
     force_subgroup_decode_for_tests, fused_kernel_taken, fused_key_budget,
     invalid_dispatch_for_tests, staged_plan_for_tests, LinearForTests, LinearLayout, LinearTile,
 };
-pub use gpu::kernels::source::ALL as SHADER_SOURCES;
+#[doc(hidden)]
+pub use gpu::kernels::pipelines::kernels_built;
+#[doc(hidden)]
+pub use kernel_table::{kernel_names, shader_sources};
 #[cfg(not(target_arch = "wasm32"))]
 pub use mha::{mha, mha_incremental};
 pub use mha::{

@@ -23,9 +23,10 @@
 // subgroup size), through workgroup memory otherwise. Row sums stay partial per
 // invocation (they rescale alike) and are reduced once at the end.
 //
-// The Rust side (src/gpu/kernels/fused_tiled.rs) expands every line holding `$n` once
-// per output chunk n < NV, so that micro-tiles are named variables: no private array is
-// indexed at run time, and every loop has a constant trip count.
+// A template (see src/gpu/kernels/wgsl.rs): the Rust side (src/gpu/kernels/fused_tiled.rs)
+// fills the holes SG_FN, SG_BUILTINS and SG_CHECK per variant and expands every line
+// holding `$n` once per output chunk n < NV, so that micro-tiles are named variables: no
+// private array is indexed at run time, and every loop has a constant trip count.
 
 // Key groups: invocations sharing a row; the workgroup has 16 * KG invocations and
 // 4 * KG keys per tile. A power of two.
@@ -49,8 +50,9 @@ override KG_STRIDE: u32 = select(1u, 16u, ROW_FAST);
 const ROWS: u32 = 64u;
 const LOG2E: f32 = 1.4426950408889634;
 
-// vec4s of a V row held in workgroup memory: NV chunks per key group.
-const DV4T: u32 = KG_NV;
+// vec4s of a V row held in workgroup memory: NV chunks per key group (NV is a constant
+// the Rust side puts before the kernel).
+override DV4T: u32 = KG * NV;
 
 var<workgroup> q_sh: array<vec4<f32>, ROWS * (DC4 + 1u)>;
 var<workgroup> k_sh: array<vec4<f32>, 4u * KG * (DC4 + 1u)>;

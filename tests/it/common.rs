@@ -423,3 +423,18 @@ pub fn frobenius<D: Dimension>(got: ArrayView<'_, f32, D>, want: ArrayView<'_, f
     }
     (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
 }
+
+/// Every pipeline this process has built so far is one the crate's kernel table lists:
+/// the cache builds nothing the reflection tests have not checked.
+pub fn assert_built_kernels_are_listed() {
+    let listed: std::collections::BTreeSet<String> =
+        wgpu_attention::kernel_names().into_iter().collect();
+    let built = wgpu_attention::kernels_built();
+    assert!(!built.is_empty(), "nothing built yet");
+    for name in built {
+        assert!(
+            listed.contains(name),
+            "{name} was built but is not in the kernel table"
+        );
+    }
+}

@@ -137,7 +137,7 @@ fn float_atomic_use(source: &str) -> Option<String> {
 
 #[test]
 fn no_kernel_uses_floating_point_atomics() {
-    for (name, source) in SHADER_SOURCES {
+    for (name, source) in shader_sources(true) {
         if let Some(why) = float_atomic_use(source) {
             panic!("{name}: {why}");
         }

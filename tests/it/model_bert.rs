@@ -6,7 +6,7 @@ use crate::bert_tiny::{tiny_bert, TinyBert, HEADS, HIDDEN, LAYERS, POSITIONS, VO
 use crate::common::ctx;
 use ndarray::{Array1, Array2};
 use wgpu_attention::model::bert::{sentence_embedding, sentence_embedding_masked, BertModel};
-use wgpu_attention::model::{GenerateOptions, Model, ModelError, MODEL_SHADER_SOURCES};
+use wgpu_attention::model::{GenerateOptions, Model, ModelError};
 
 fn model(m: &TinyBert) -> BertModel {
     BertModel::from_parts(m.config.as_bytes(), &m.safetensors, m.tokenizer.as_bytes())
@@ -105,6 +105,7 @@ fn tiny_bert_gpu_and_fast_cpu_match_the_reference() {
             1e-4,
         );
     }
+    crate::common::assert_built_kernels_are_listed();
 }
 
 #[test]
@@ -383,21 +384,6 @@ fn model_load_picks_the_family_from_the_path() {
 }
 
 #[test]
-fn model_shaders_validate() {
-    assert!(!MODEL_SHADER_SOURCES.is_empty());
-    for (name, source) in MODEL_SHADER_SOURCES {
-        let module = naga::front::wgsl::parse_str(source)
-            .unwrap_or_else(|e| panic!("{name}: parse error:\n{}", e.emit_to_string(source)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::all(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: invalid:\n{}", e.emit_to_string(source)));
-    }
-}
-
-#[test]
 fn timed_forwards_report_every_stage_and_the_same_result() {
     let m = model(&tiny_bert(4));
     let gpu = m.upload(ctx()).expect("upload");
@@ -423,42 +409,5 @@ fn timed_forwards_report_every_stage_and_the_same_result() {
             "GELU missing from {names:?}"
         );
         assert!(t.total() > 0.0 && t.entries().iter().all(|(_, s)| *s >= 0.0));
-    }
-}
-
-/// Binding indices, their access and the params struct size agree between each launcher
-/// and its WGSL, read from the shader by naga.
-#[test]
-fn model_kernel_layouts_match_their_wgsl() {
-    use naga::{AddressSpace, StorageAccess};
-    let layouts = wgpu_attention::model::model_kernel_layouts();
-    assert_eq!(layouts.len(), MODEL_SHADER_SOURCES.len());
-    for (name, source, params_bytes, bindings) in layouts {
-        let module = naga::front::wgsl::parse_str(source).expect("parses");
-        let mut found = vec![None; bindings.len()];
-        for (_, var) in module.global_variables.iter() {
-            let Some(slot) = &var.binding else { continue };
-            assert_eq!(slot.group, 0, "{name}");
-            let i = slot.binding as usize;
-            assert!(
-                i < bindings.len(),
-                "{name}: binding {i} unknown to the launcher"
-            );
-            let kind = match var.space {
-                AddressSpace::Uniform => {
-                    let size = module.types[var.ty].inner.size(module.to_ctx()) as usize;
-                    assert_eq!(size, params_bytes, "{name}: params struct size");
-                    "uniform"
-                }
-                AddressSpace::Storage { access } if access.contains(StorageAccess::STORE) => {
-                    "read_write"
-                }
-                AddressSpace::Storage { .. } => "read",
-                other => panic!("{name}: binding {i} in {other:?}"),
-            };
-            found[i] = Some(kind);
-        }
-        let found: Vec<&str> = found.into_iter().map(|k| k.unwrap_or("missing")).collect();
-        assert_eq!(found, bindings, "{name}: bindings");
     }
 }

@@ -8,9 +8,10 @@ use crate::gpu::forward::budget::key_budget;
 use crate::gpu::forward::paths::one_pass::OnePass;
 use crate::gpu::forward::paths::split_kv::{FirstPass, KeyRanges, SplitKv};
 use crate::gpu::forward::route::Route;
-use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice};
+use crate::gpu::kernels::decode_subgroup::DecodeChoice;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::kernels::subgroups::subgroup_sizes;
 use crate::problem::Problem;
 
 /// The fused kernel with `cfg`: one pass, or, where the adapter limits how many keys one

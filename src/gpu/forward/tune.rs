@@ -19,10 +19,11 @@ use crate::gpu::forward::resolve;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::route::Route;
 use crate::gpu::kernels::decode::DecodeCandidate;
-use crate::gpu::kernels::decode_subgroup::{subgroup_sizes, DecodeChoice, SubgroupDecodeCandidate};
+use crate::gpu::kernels::decode_subgroup::{DecodeChoice, SubgroupDecodeCandidate};
 use crate::gpu::kernels::fused::{vec4s, FusedConfig, FusedKind};
 use crate::gpu::kernels::fused_lanes::{LanesShape, SLOW_COMPILE_FROM_LEN};
 use crate::gpu::kernels::fused_tiled::TiledShape;
+use crate::gpu::kernels::subgroups::subgroup_sizes;
 use crate::options::FusedKernel;
 use crate::problem::Problem;
 

@@ -8,6 +8,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
+use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::plan::buffer_bytes;
 use crate::gpu::kernels::source;
@@ -18,6 +19,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     source: source::TO_F16,
     bindings: &[Binding::Uniform, Binding::Read, Binding::ReadWrite],
     trusted: true,
+    uniforms: &[cast_uniform],
 };
 
 /// As the WGSL struct `Cast` in to_f16.wgsl (checked by `reflection.rs`).
@@ -26,6 +28,11 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
 pub(crate) struct CastParams {
     pub count: u32,
     pub _pad: [u32; 3],
+}
+
+/// [`CastParams`] as to_f16.wgsl declares it.
+fn cast_uniform() -> UniformLayout {
+    uniform_layout!(CastParams as "Cast" { count, _pad => ["_pad0", "_pad1", "_pad2"] })
 }
 
 /// As WG in to_f16.wgsl (checked by `reflection.rs`).

@@ -23,6 +23,10 @@ pub(crate) const COMBINE_SPEC: KernelSpec = KernelSpec {
         Binding::Uniform,
     ],
     trusted: true,
+    uniforms: &[
+        crate::gpu::kernels::params::params_uniform,
+        crate::gpu::kernels::launch::split_uniform,
+    ],
 };
 
 /// Invocations of a combine workgroup.

@@ -6,7 +6,7 @@
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 pub(crate) use crate::gpu::kernels::key_loop::vec4_reads;
-use crate::gpu::kernels::key_loop::{pick_spec, vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{pick_spec, vec4s, BINDINGS, KEY_LOOP_UNIFORMS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
 use crate::problem::Problem;
@@ -17,6 +17,7 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
         source,
         bindings: BINDINGS,
         trusted: true,
+        uniforms: KEY_LOOP_UNIFORMS,
     }
 }
 

@@ -7,9 +7,10 @@
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::decode::DecodeCandidate;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::key_loop::{pick_spec, vec4s, BINDINGS};
+use crate::gpu::kernels::key_loop::{pick_spec, vec4s, BINDINGS, KEY_LOOP_UNIFORMS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
+use crate::gpu::kernels::subgroups::subgroup_sizes;
 use crate::problem::Problem;
 
 const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
@@ -18,6 +19,7 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
         source,
         bindings: BINDINGS,
         trusted: true,
+        uniforms: KEY_LOOP_UNIFORMS,
     }
 }
 
@@ -76,19 +78,6 @@ impl DecodeChoice {
             DecodeChoice::Subgroup(c) => c.workgroups,
         }
     }
-}
-
-/// The adapter's subgroup sizes, smallest and largest, when the device has subgroups and
-/// reports sizes that are powers of two. Never on the web: browsers require the
-/// `enable subgroups;` directive that naga 30 refuses (see `shaders/prelude/subgroups.wgsl`).
-pub(crate) fn subgroup_sizes(ctx: &GpuContext) -> Option<(u32, u32)> {
-    if cfg!(target_arch = "wasm32") || !ctx.features.contains(wgpu::Features::SUBGROUP) {
-        return None;
-    }
-    let info = ctx.adapter_info();
-    let (lo, hi) = (info.subgroup_min_size, info.subgroup_max_size);
-    let sane = lo >= 1 && lo <= hi && lo.is_power_of_two() && hi.is_power_of_two();
-    sane.then_some((lo, hi))
 }
 
 impl SubgroupDecodeCandidate {

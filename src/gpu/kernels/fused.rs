@@ -7,6 +7,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused_lanes::{self, LanesShape};
 use crate::gpu::kernels::fused_tiled::{self, TiledShape};
+use crate::gpu::kernels::key_loop::KEY_LOOP_UNIFORMS;
 pub(crate) use crate::gpu::kernels::key_loop::{vec4s, BINDINGS};
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::source;
@@ -18,6 +19,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     source: source::FUSED,
     bindings: BINDINGS,
     trusted: true,
+    uniforms: KEY_LOOP_UNIFORMS,
 };
 
 /// As [`SPEC`], with q, k and v stored as f16.
@@ -26,6 +28,7 @@ pub(crate) const SPEC_F16: KernelSpec = KernelSpec {
     source: source::FUSED_F16,
     bindings: BINDINGS,
     trusted: true,
+    uniforms: KEY_LOOP_UNIFORMS,
 };
 
 /// As REG4, SREG and ROWS_MAX in fused.wgsl (checked by `reflection.rs`): the private

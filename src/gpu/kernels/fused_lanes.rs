@@ -11,10 +11,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::kernels::decode_subgroup::subgroup_sizes;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::key_loop::{generated_spec, row_kernel_preludes, vec4_reads, vec4s};
 use crate::gpu::kernels::pipelines::KernelSpec;
+use crate::gpu::kernels::subgroups::{self, subgroup_sizes};
+use crate::gpu::kernels::wgsl::fill;
 use crate::problem::Problem;
 
 /// Largest D and Dv the kernel handles (its rows are unrolled in the source).
@@ -89,7 +90,7 @@ impl LanesShape {
         lanes_size(ctx) == Some(self.sg)
             && p.dim <= MAX_DIM
             && p.dim_v <= MAX_DIM
-            && self.rows >= 1
+            && ROW_CHOICES.contains(&self.rows)
             && self.reg4(p) <= MAX_REG4
             && self.sg <= l.max_compute_invocations_per_workgroup
             && self.sg <= l.max_compute_workgroup_size_x
@@ -134,27 +135,31 @@ impl LanesShape {
 /// The kernel of `variant`, generated on first use and kept for the process.
 pub(crate) fn spec(variant: Variant) -> &'static KernelSpec {
     static SPECS: OnceLock<Mutex<HashMap<Variant, &'static KernelSpec>>> = OnceLock::new();
-    generated_spec(&SPECS, variant, |v| {
-        let name = format!(
-            "fused_lanes_{}{}_sg{}_r{}_d{}_dv{}",
-            v.elem.name(),
-            if v.vec4 { "_vec4" } else { "" },
-            v.sg,
-            v.rows,
-            v.d4,
-            v.dv4,
-        );
-        (name, source(v))
-    })
+    generated_spec(&SPECS, variant, |v| (name(v), source(v)))
 }
 
-const KERNEL: &str = include_str!("../../../shaders/kernels/fused_lanes.wgsl");
+/// The kernel's name for `v`, as the pipeline cache and the kernel table know it.
+pub(crate) fn name(v: Variant) -> String {
+    format!(
+        "fused_lanes_{}{}_sg{}_r{}_d{}_dv{}",
+        v.elem.name(),
+        if v.vec4 { "_vec4" } else { "" },
+        v.sg,
+        v.rows,
+        v.d4,
+        v.dv4,
+    )
+}
 
-/// The full source of `v`: the preludes fused_tiled.wgsl takes, then the kernel with
-/// its `main`.
+const KERNEL: &str = crate::gpu::kernels::wgsl::shader_file!("kernels/fused_lanes.wgsl");
+
+/// The full source of `v` (the generated-variant recipe of [`crate::gpu::kernels::wgsl`]):
+/// the subgroup prelude, the preludes fused_tiled.wgsl takes, then the kernel template
+/// with its `MAIN` hole filled.
 pub(crate) fn source(v: Variant) -> String {
-    let mut out = row_kernel_preludes(v.elem, v.vec4);
-    out.push_str(&KERNEL.replace("MAIN", &main_fn(v)));
+    let mut out = String::from(subgroups::PRELUDE);
+    out.push_str(row_kernel_preludes(v.elem, v.vec4));
+    out.push_str(&fill(KERNEL, &[("MAIN", &main_fn(v))]));
     out
 }
 
@@ -410,24 +415,35 @@ fn block_pv(w: &mut impl FnMut(String), v: Variant, ind: &str, guarded: bool) {
     }
 }
 
-/// A variant of each kind, for validation without a GPU: both storage types, both K/V
-/// readings, every subgroup size, small and large rows.
-#[cfg(test)]
+/// Query rows per invocation the candidates use (`tune.rs`; its tests check they are
+/// among these).
+pub(crate) const ROW_CHOICES: [u32; 3] = [4, 8, 16];
+
+/// Every variant the launcher can make, for the kernel table: both storage types, both
+/// K/V readings, every subgroup size and row choice, and every pair of rounded head dims
+/// up to [`MAX_DIM`] within [`MAX_REG4`].
 pub(crate) fn all_variants() -> Vec<Variant> {
+    let mut dims: Vec<u32> = (1..=MAX_DIM).map(vec4s).collect();
+    dims.dedup();
     let mut all = Vec::new();
     for elem in [Elem::F32, Elem::F16] {
         for vec4 in [false, true] {
             for sg in SIZES {
-                for (rows, d4, dv4) in [(4, 16, 16), (8, 16, 16), (4, 32, 32), (2, 1, 8), (1, 8, 2)]
-                {
-                    all.push(Variant {
-                        elem,
-                        vec4,
-                        sg,
-                        rows,
-                        d4,
-                        dv4,
-                    });
+                for rows in ROW_CHOICES {
+                    for &d4 in &dims {
+                        for &dv4 in &dims {
+                            if rows * d4.max(dv4) <= MAX_REG4 {
+                                all.push(Variant {
+                                    elem,
+                                    vec4,
+                                    sg,
+                                    rows,
+                                    d4,
+                                    dv4,
+                                });
+                            }
+                        }
+                    }
                 }
             }
         }

@@ -15,6 +15,8 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::key_loop::{generated_spec, row_kernel_preludes, vec4_reads, vec4s};
 use crate::gpu::kernels::pipelines::KernelSpec;
+use crate::gpu::kernels::subgroups::{self, subgroup_sizes};
+use crate::gpu::kernels::wgsl::fill;
 use crate::problem::Problem;
 
 /// Rows one workgroup covers (ROWS in the kernel).
@@ -88,7 +90,7 @@ impl TiledShape {
             && p.dim <= MAX_DIM
             && p.dim_v <= MAX_DIM
             && self.nv(p.dim_v) <= MAX_NV
-            && (!self.subgroups || ctx.features.contains(wgpu::Features::SUBGROUP))
+            && (!self.subgroups || subgroup_sizes(ctx).is_some())
             && wg <= l.max_compute_invocations_per_workgroup
             && wg <= l.max_compute_workgroup_size_x
             && self.shared_bytes(p) <= u64::from(l.max_compute_workgroup_storage_size)
@@ -121,19 +123,21 @@ impl TiledShape {
 /// The kernel of `variant`, generated on first use and kept for the process.
 pub(crate) fn spec(variant: Variant) -> &'static KernelSpec {
     static SPECS: OnceLock<Mutex<HashMap<Variant, &'static KernelSpec>>> = OnceLock::new();
-    generated_spec(&SPECS, variant, |v| {
-        let name = format!(
-            "fused_tiled_{}{}{}_nv{}",
-            v.elem.name(),
-            if v.vec4 { "_vec4" } else { "" },
-            if v.subgroups { "_subgroups" } else { "" },
-            v.nv
-        );
-        (name, source(v))
-    })
+    generated_spec(&SPECS, variant, |v| (name(v), source(v)))
 }
 
-const KERNEL: &str = include_str!("../../../shaders/kernels/fused_tiled.wgsl");
+/// The kernel's name for `v`, as the pipeline cache and the kernel table know it.
+pub(crate) fn name(v: Variant) -> String {
+    format!(
+        "fused_tiled_{}{}{}_nv{}",
+        v.elem.name(),
+        if v.vec4 { "_vec4" } else { "" },
+        if v.subgroups { "_subgroups" } else { "" },
+        v.nv
+    )
+}
+
+const KERNEL: &str = crate::gpu::kernels::wgsl::shader_file!("kernels/fused_tiled.wgsl");
 
 /// With subgroups: the reduction by shuffles over the KG invocations of a row group
 /// (xor distances below KG, which the check in main proved are in the subgroup).
@@ -173,28 +177,34 @@ const NO_SG_CHECK: &str = "    if li == 0u {
         sg_flag = 0u;
     }";
 
-/// The full source of `v`: preludes as for fused.wgsl, then the kernel expanded.
+/// The full source of `v` (the generated-variant recipe of [`crate::gpu::kernels::wgsl`]):
+/// the subgroup prelude when the variant uses subgroups, the preludes of fused.wgsl,
+/// the chunk count, then the kernel template with its subgroup holes filled and its `$n`
+/// lines expanded.
 pub(crate) fn source(v: Variant) -> String {
     let mut out = String::new();
-    // Browsers want subgroups enabled, before every declaration; naga (native) has no
-    // such directive yet and takes subgroup builtins when the device has the feature.
-    if v.subgroups && cfg!(target_arch = "wasm32") {
-        out.push_str("enable subgroups;\n");
+    if v.subgroups {
+        out.push_str(subgroups::PRELUDE);
     }
-    out.push_str(&row_kernel_preludes(v.elem, v.vec4));
+    out.push_str(row_kernel_preludes(v.elem, v.vec4));
     out.push_str(&format!("const NV: u32 = {}u;\n", v.nv));
-    let kernel = KERNEL
-        .replace("const DV4T: u32 = KG_NV;", "override DV4T: u32 = KG * NV;")
-        .replace("SG_FN", if v.subgroups { SG_REDUCE } else { NO_SG_REDUCE })
-        .replace(
-            "SG_BUILTINS\n",
-            if v.subgroups {
-                "    @builtin(subgroup_size) sg_size: u32,\n"
-            } else {
-                ""
-            },
+    let (reduce, builtins, check) = if v.subgroups {
+        (
+            SG_REDUCE,
+            "    @builtin(subgroup_size) sg_size: u32,",
+            SG_CHECK,
         )
-        .replace("SG_CHECK", if v.subgroups { SG_CHECK } else { NO_SG_CHECK });
+    } else {
+        (NO_SG_REDUCE, "", NO_SG_CHECK)
+    };
+    let kernel = fill(
+        KERNEL,
+        &[
+            ("SG_FN", reduce),
+            ("SG_BUILTINS", builtins),
+            ("SG_CHECK", check),
+        ],
+    );
     out.push_str(&expand(&kernel, v.nv));
     out
 }
@@ -240,8 +250,7 @@ fn expand(text: &str, nv: u32) -> String {
     out
 }
 
-/// Every source variant, for validation without a GPU.
-#[cfg(test)]
+/// Every source variant, for the kernel table.
 pub(crate) fn all_variants() -> Vec<Variant> {
     let mut all = Vec::new();
     for elem in [Elem::F32, Elem::F16] {

@@ -9,7 +9,9 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::layout::UniformLayout;
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
+use crate::gpu::kernels::wgsl::kernel_wgsl;
 use crate::problem::Problem;
 
 /// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
@@ -24,6 +26,12 @@ pub(crate) const BINDINGS: &[Binding] = &[
     Binding::ReadWrite, // out, or the partials
     Binding::ReadWrite, // lse
     Binding::Uniform,   // split
+];
+
+/// The uniform structs of [`BINDINGS`]: `Params` at 0, `Split` at 8.
+pub(crate) const KEY_LOOP_UNIFORMS: &[fn() -> UniformLayout] = &[
+    crate::gpu::kernels::params::params_uniform,
+    crate::gpu::kernels::launch::split_uniform,
 ];
 
 /// The vec4s a row of `dim` columns takes in the kernel: `ceil(dim / 4)` rounded up to a
@@ -69,26 +77,26 @@ pub(crate) fn pick_spec(
 /// The preludes the generated kernels (fused_tiled.wgsl, fused_lanes.wgsl) are built on,
 /// concatenated: storage type, parameters and masking, launch and tile layout, the K/V
 /// reader (`vec4`: four elements at a time) and the shared row helpers.
-pub(crate) fn row_kernel_preludes(elem: Elem, vec4: bool) -> String {
-    let elem = match elem {
-        Elem::F32 => include_str!("../../../shaders/prelude/elem_f32.wgsl"),
-        Elem::F16 => include_str!("../../../shaders/prelude/elem_f16.wgsl"),
-    };
-    let kv = if vec4 {
-        include_str!("../../../shaders/prelude/kv_vec4.wgsl")
-    } else {
-        include_str!("../../../shaders/prelude/kv_scalar.wgsl")
-    };
-    [
-        elem,
-        include_str!("../../../shaders/prelude/common.wgsl"),
-        include_str!("../../../shaders/prelude/masking.wgsl"),
-        include_str!("../../../shaders/prelude/launch.wgsl"),
-        include_str!("../../../shaders/prelude/tile.wgsl"),
-        kv,
-        include_str!("../../../shaders/prelude/rows4.wgsl"),
-    ]
-    .concat()
+pub(crate) fn row_kernel_preludes(elem: Elem, vec4: bool) -> &'static str {
+    macro_rules! row_preludes {
+        ($elem:literal, $kv:literal) => {
+            kernel_wgsl!(
+                $elem,
+                "prelude/common.wgsl",
+                "prelude/masking.wgsl",
+                "prelude/launch.wgsl",
+                "prelude/tile.wgsl",
+                $kv,
+                "prelude/rows4.wgsl",
+            )
+        };
+    }
+    match (elem, vec4) {
+        (Elem::F32, false) => row_preludes!("prelude/elem_f32.wgsl", "prelude/kv_scalar.wgsl"),
+        (Elem::F32, true) => row_preludes!("prelude/elem_f32.wgsl", "prelude/kv_vec4.wgsl"),
+        (Elem::F16, false) => row_preludes!("prelude/elem_f16.wgsl", "prelude/kv_scalar.wgsl"),
+        (Elem::F16, true) => row_preludes!("prelude/elem_f16.wgsl", "prelude/kv_vec4.wgsl"),
+    }
 }
 
 /// The kernel spec of a generated variant, made by `make` (its name and source) on first
@@ -108,6 +116,7 @@ pub(crate) fn generated_spec<V: Copy + Eq + Hash>(
             source: Box::leak(source.into_boxed_str()),
             bindings: BINDINGS,
             trusted: true,
+            uniforms: KEY_LOOP_UNIFORMS,
         }))
     })
 }

@@ -7,6 +7,7 @@ use bytemuck::{Pod, Zeroable};
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::dispatch::dispatch;
+use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::pipelines::KernelPipeline;
 use crate::gpu::kernels::plan::{kv_head, Chunk};
 use crate::problem::Problem;
@@ -24,6 +25,13 @@ pub(crate) struct SplitParams {
     pub kv_count: u32,
     pub row_tiles: u32,
     pub ml_base: u32,
+}
+
+/// [`SplitParams`] as `shaders/prelude/tile.wgsl` and combine.wgsl declare it.
+pub(crate) fn split_uniform() -> UniformLayout {
+    uniform_layout!(SplitParams as "Split" {
+        splits, split_len, key_lo, key_hi, kv_first, kv_count, row_tiles, ml_base,
+    })
 }
 
 /// The launch of one chunk with a single key range, for a kernel whose workgroups cover

@@ -24,11 +24,12 @@ use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::{GpuTensor, TENSOR_USAGE};
-use crate::gpu::kernels::decode_subgroup::subgroup_sizes;
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
+use crate::gpu::kernels::subgroups::subgroup_sizes;
 
 /// Bindings: params, x, W, bias, residual, y.
 const BINDINGS: &[Binding] = &[
@@ -51,6 +52,7 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
         // reaches (including off + len <= cap) before dispatching. Workgroup memory is
         // written before it is read.
         trusted: true,
+        uniforms: &[linear_uniform],
     }
 }
 
@@ -252,6 +254,16 @@ pub(crate) struct LinearParams {
     pub output: [u32; 5],
     pub flags: u32,
     pub _pad0: u32,
+}
+
+/// [`LinearParams`] as `shaders/prelude/matmul.wgsl` declares it.
+fn linear_uniform() -> UniformLayout {
+    uniform_layout!(LinearParams as "Linear" {
+        rows, cols, inner, tiles_n,
+        input => ["in_len", "in_heads", "in_dim", "in_cap", "in_off"],
+        output => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"],
+        flags, _pad0,
+    })
 }
 
 impl LinearParams {

@@ -11,14 +11,15 @@ pub(crate) mod fused_lanes;
 pub(crate) mod fused_tiled;
 pub(crate) mod key_loop;
 pub(crate) mod launch;
+pub(crate) mod layout;
 pub(crate) mod linear;
 pub(crate) mod params;
 pub(crate) mod pipelines;
 pub(crate) mod plan;
 pub(crate) mod pv;
 pub(crate) mod qk;
-#[cfg(test)]
-mod reflection;
 pub(crate) mod softmax;
 pub(crate) mod source;
+pub(crate) mod subgroups;
 pub(crate) mod weights;
+pub(crate) mod wgsl;

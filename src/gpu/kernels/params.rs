@@ -2,6 +2,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::plan::Chunk;
 use crate::problem::{MaskKind, Problem};
 
@@ -106,4 +107,14 @@ impl Params {
             w_base: 0,
         }
     }
+}
+
+/// [`Params`] as `shaders/prelude/common.wgsl` declares it.
+pub(crate) fn params_uniform() -> UniformLayout {
+    uniform_layout!(Params as "Params" {
+        len_q, len_k, dim, dim_v, heads_q, heads_kv, group, bh_start, bh_count, row_start,
+        row_count, q_base, k_base, v_base, o_base, lse_base, mask_base, mask_stride_b,
+        mask_stride_h, mask_stride_i, mask_stride_j, mask_kind, flags, pos_offset, win_left,
+        win_right, scale, w_base,
+    })
 }

@@ -1,11 +1,13 @@
 //! Compiled pipelines, built once per (kernel, override constants) and cached in the
 //! context: the first build of a pipeline can take seconds on software drivers.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
+use crate::gpu::kernels::layout::UniformLayout;
 
 /// How a kernel uses one binding; bindings are numbered by position.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +26,11 @@ pub(crate) struct KernelSpec {
     /// The kernel proves its own bounds and writes workgroup memory before reading it:
     /// built without runtime bounds checks and without zeroing workgroup memory.
     pub trusted: bool,
+    /// The Rust layout of the uniform struct at each `Uniform` binding, in binding order,
+    /// which the reflection test compares with the WGSL struct bound there.
+    // Read by the reflection tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub uniforms: &'static [fn() -> UniformLayout],
 }
 
 /// A cache key: the kernel and the bit patterns of its override constants.
@@ -38,6 +45,17 @@ pub(crate) struct PipelineKey {
 pub(crate) struct KernelPipeline {
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
+}
+
+/// The name of every kernel this process has built a pipeline for, on any context.
+static BUILT: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+
+/// The names of the kernels this process has built pipelines for, so that a test can
+/// check each against the kernel table.
+#[doc(hidden)]
+pub fn kernels_built() -> Vec<&'static str> {
+    let built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    built.iter().copied().collect()
 }
 
 /// The pipeline for `spec` with these override constants, compiled on first use and
@@ -60,6 +78,10 @@ pub(crate) async fn pipeline(
     // Built outside the lock: two threads may both build a missing pipeline, and the
     // second insert wins, which is harmless.
     let built = Arc::new(build(ctx, spec, constants).await?);
+    BUILT
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(spec.name);
     ctx.memo.insert(key, built.clone());
     Ok(built)
 }

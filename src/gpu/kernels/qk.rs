@@ -19,6 +19,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[crate::gpu::kernels::params::params_uniform],
 };
 
 /// As TILE in qk.wgsl (checked by `reflection.rs`).

@@ -19,6 +19,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[crate::gpu::kernels::params::params_uniform],
 };
 
 /// One workgroup per score row.

@@ -27,6 +27,7 @@ const fn spec(name: &'static str, source: &'static str) -> KernelSpec {
             Binding::ReadWrite,
         ],
         trusted: false,
+        uniforms: &[crate::gpu::kernels::params::params_uniform],
     }
 }
 

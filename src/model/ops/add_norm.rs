@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{pipeline, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec};
+use super::glue::{
+    pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout,
+};
 use super::source;
 use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
@@ -22,6 +25,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `AddNorm` in add_norm.wgsl.
@@ -34,6 +38,11 @@ pub(crate) struct AddNormParams {
     _pad0: u32,
     eps: f32,
     _pad1: [u32; 3],
+}
+
+/// [`AddNormParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(AddNormParams as "AddNorm" { rows, cols, has_residual, _pad0, eps, _pad1 => ["_pad1", "_pad2", "_pad3"] })
 }
 
 /// `y = LayerNorm(x + residual)` over `rows` rows of `gamma.len()` columns. `y` must not

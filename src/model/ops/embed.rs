@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{pipeline, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec};
+use super::glue::{
+    pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout,
+};
 use super::source;
 use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
@@ -22,6 +25,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `Embed` in embed.wgsl.
@@ -32,6 +36,11 @@ pub(crate) struct EmbedParams {
     hidden: u32,
     vocab: u32,
     per_sequence: u32,
+}
+
+/// [`EmbedParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(EmbedParams as "Embed" { rows, hidden, vocab, per_sequence })
 }
 
 /// Rows `0..rows` of `out` (`(rows, hidden)`) get the embeddings of `ids`, a batch of

@@ -4,7 +4,7 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{Binding, KernelSpec};
+use super::glue::{uniform_layout, Binding, KernelSpec, UniformLayout};
 use super::source;
 
 /// Bindings: params, data.
@@ -13,6 +13,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     source: source::GELU,
     bindings: &[Binding::Uniform, Binding::ReadWrite],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `Gelu` in gelu.wgsl.
@@ -21,4 +22,9 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
 pub(crate) struct GeluParams {
     len: u32,
     _pad: [u32; 3],
+}
+
+/// [`GeluParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(GeluParams as "Gelu" { len, _pad => ["_pad0", "_pad1", "_pad2"] })
 }

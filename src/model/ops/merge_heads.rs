@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{pipeline, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec};
+use super::glue::{
+    pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout,
+};
 use super::{shape_error, source, u32_of};
 use crate::error::{AttentionError, Result};
 use crate::{GpuContext, GpuTensor};
@@ -15,6 +18,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     source: source::MERGE_HEADS,
     bindings: &[Binding::Uniform, Binding::Read, Binding::ReadWrite],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `MergeHeads` in merge_heads.wgsl.
@@ -25,6 +29,11 @@ pub(crate) struct MergeHeadsParams {
     heads: u32,
     dim: u32,
     _pad: u32,
+}
+
+/// [`MergeHeadsParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(MergeHeadsParams as "MergeHeads" { rows, heads, dim, _pad })
 }
 
 /// The head-merging copy, built.

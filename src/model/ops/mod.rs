@@ -2,7 +2,8 @@
 //! in one place: BERT's embedding gather, residual + LayerNorm and GELU; the llama
 //! family's RMSNorm, RoPE, SwiGLU and head merge; and the quantized matmul and embedding
 //! gather that read GGUF blocks on the device. One launcher per WGSL file in
-//! `shaders/model/`, one bridge into the crate's device layer (`glue.rs`), one error type
+//! `shaders/model/`, one bridge into the crate's device layer (`glue.rs`), one list of their specs for the
+//! crate's kernel table ([`kernel_specs`]), one error type
 //! ([`crate::AttentionError`], which [`crate::model::ModelError`] wraps). As the crate's own
 //! kernels do, each kernel is prepared (its pipeline built, async) before anything is
 //! recorded, and its `record` only encodes: it never builds, submits or waits. The forward
@@ -38,7 +39,6 @@ pub(crate) use quant_matmul::{
 pub(crate) use quant_matrix::QuantMatrix;
 pub(crate) use rms_norm::{RmsNorm, RmsNormKernel};
 pub(crate) use silu_mul::SiluMulKernel;
-pub use source::MODEL_SHADER_SOURCES;
 
 use crate::error::AttentionError;
 use crate::GpuTensor;
@@ -62,42 +62,16 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
     )
 }
 
-/// Each model kernel's name, WGSL source, the size of its params struct in bytes, and its
-/// bindings in order (`uniform`, `read` or `read_write`): what Rust and WGSL must agree
-/// on, for the reflection test.
-#[doc(hidden)]
-pub fn model_kernel_layouts() -> Vec<(&'static str, &'static str, usize, Vec<&'static str>)> {
-    use glue::{Binding, KernelSpec};
-    use std::mem::size_of;
-    let describe = |spec: &KernelSpec, bytes: usize| {
-        let bindings = spec
-            .bindings
-            .iter()
-            .map(|b| match b {
-                Binding::Uniform => "uniform",
-                Binding::Read => "read",
-                Binding::ReadWrite => "read_write",
-            })
-            .collect();
-        (spec.name, spec.source, bytes, bindings)
-    };
-    vec![
-        describe(&embed::SPEC, size_of::<embed::EmbedParams>()),
-        describe(&add_norm::SPEC, size_of::<add_norm::AddNormParams>()),
-        describe(&gelu::SPEC, size_of::<gelu::GeluParams>()),
-        describe(&rms_norm::SPEC, size_of::<rms_norm::RmsNormParams>()),
-        describe(&silu_mul::SPEC, size_of::<silu_mul::SiluMulParams>()),
-        describe(
-            &merge_heads::SPEC,
-            size_of::<merge_heads::MergeHeadsParams>(),
-        ),
-        describe(
-            &quant_matmul::SPEC,
-            size_of::<quant_matmul::QuantMatmulParams>(),
-        ),
-        describe(
-            &quant_embed::SPEC,
-            size_of::<quant_embed::QuantEmbedParams>(),
-        ),
+/// Every model kernel's spec, for the crate's kernel table.
+pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 8] {
+    [
+        &embed::SPEC,
+        &add_norm::SPEC,
+        &gelu::SPEC,
+        &rms_norm::SPEC,
+        &silu_mul::SPEC,
+        &merge_heads::SPEC,
+        &quant_matmul::SPEC,
+        &quant_embed::SPEC,
     ]
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    pipeline_with, range, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec,
+    pipeline_with, range, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline,
+    KernelSpec, UniformLayout,
 };
 use super::quant_matrix::{kernel_block, QuantMatrix};
 use super::{shape_error, source, u32_of};
@@ -24,6 +25,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `QuantEmbed` in quant_embed.wgsl.
@@ -34,6 +36,11 @@ pub(crate) struct QuantEmbedParams {
     hidden: u32,
     vocab: u32,
     row_bytes: u32,
+}
+
+/// [`QuantEmbedParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(QuantEmbedParams as "QuantEmbed" { rows, hidden, vocab, row_bytes })
 }
 
 /// The gather, built for one table's type.

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    pipeline_with, range, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec,
+    pipeline_with, range, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline,
+    KernelSpec, UniformLayout,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -35,6 +36,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `QuantMatmul` in quant_matmul.wgsl.
@@ -57,6 +59,11 @@ pub(crate) struct QuantMatmulParams {
     kv_off: u32,
     pos0: u32,
     positions: u32,
+}
+
+/// [`QuantMatmulParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(QuantMatmulParams as "QuantMatmul" { rows, cols, inner, row_bytes, x_off, x_stride, out => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"], eps, col0, q_end, k_end, kv_heads, kv_cap, kv_off, pos0, positions })
 }
 
 /// Where row `m`, column `c` of y goes: `((b * heads + h) * cap + off + l) * dim + d` with

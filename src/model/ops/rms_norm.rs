@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{pipeline, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec};
+use super::glue::{
+    pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout,
+};
 use super::{shape_error, source, u32_of};
 use crate::error::Result;
 use crate::{GpuContext, GpuTensor};
@@ -21,6 +24,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
     ],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `RmsNorm` in rms_norm.wgsl.
@@ -31,6 +35,11 @@ pub(crate) struct RmsNormParams {
     width: u32,
     add: u32,
     eps: f32,
+}
+
+/// [`RmsNormParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(RmsNormParams as "RmsNorm" { rows, width, add, eps })
 }
 
 /// `x += delta` (when given), then `out = x / sqrt(mean(x²) + eps) * weight`, over `rows`

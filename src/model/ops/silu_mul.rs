@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
-use super::glue::{pipeline, record_pass, uniform, whole, Binding, KernelPipeline, KernelSpec};
+use super::glue::{
+    pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout,
+};
 use super::{shape_error, source, u32_of};
 use crate::error::Result;
 use crate::{GpuContext, GpuTensor};
@@ -15,6 +18,7 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     source: source::SILU_MUL,
     bindings: &[Binding::Uniform, Binding::ReadWrite, Binding::Read],
     trusted: false,
+    uniforms: &[params_uniform],
 };
 
 /// Must match the WGSL struct `SiluMul` in silu_mul.wgsl.
@@ -23,6 +27,11 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
 pub(crate) struct SiluMulParams {
     n: u32,
     _pad: [u32; 3],
+}
+
+/// [`SiluMulParams`] as the WGSL declares it.
+fn params_uniform() -> UniformLayout {
+    uniform_layout!(SiluMulParams as "SiluMul" { n, _pad => ["_pad0", "_pad1", "_pad2"] })
 }
 
 /// The SwiGLU kernel, built.

@@ -3,7 +3,6 @@
 
 use ndarray::{s, Array1};
 use wgpu_attention::model::llama::{gguf, LlamaModel};
-use wgpu_attention::model::MODEL_SHADER_SOURCES;
 use wgpu_attention::model::{GenerateOptions, GenerateStats, ModelError, Sampling};
 
 use super::gguf_writer::{llama_meta, llama_tensors, write, Meta, Tensor};
@@ -29,19 +28,6 @@ const SAMPLED: Sampling = Sampling::Sample {
     top_k: 20,
     seed: 7,
 };
-
-#[test]
-fn shaders_validate_with_naga() {
-    for (name, src) in MODEL_SHADER_SOURCES {
-        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{name}: {e}"));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{name}: {e:?}"));
-    }
-}
 
 #[test]
 fn gpu_forward_matches_cpu_with_tied_and_separate_output() {
@@ -89,6 +75,7 @@ fn gpu_forward_matches_cpu_with_tied_and_separate_output() {
         assert_eq!(gl.len(), c.vocab);
         assert_close("logits", gl.view(), cl.view(), 1e-4, 1e-4);
     }
+    crate::common::assert_built_kernels_are_listed();
 }
 
 #[test]
