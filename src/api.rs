@@ -3,21 +3,18 @@
 
 use ndarray::ArrayView4;
 
+use crate::checked_call::{check_buffer_aliases, check_device_sizes, CheckedCall};
 use crate::error::{AttentionError, Result};
-use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor;
 pub use crate::gpu::device::outputs::GpuOutputs;
 use crate::gpu::device::tensor::GpuTensor;
-use crate::gpu::forward::call::{Call, CallData, CallInputs};
+use crate::gpu::forward::call::{Call, CallInputs};
 use crate::gpu::forward::io::ForwardOutputs;
-use crate::gpu::forward::paths::staged;
-use crate::gpu::forward::route_table;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::plan;
-use crate::options::{AttentionOptions, KernelPath, Precision};
+use crate::options::{AttentionOptions, KernelPath};
 use crate::output::AttentionOutput;
-use crate::problem::{validate, MaskKind, Problem};
+use crate::problem::{validate, Problem};
 
 impl GpuOutputs {
     /// Device tensors of the right shapes for a call with these inputs and options.
@@ -39,43 +36,15 @@ impl GpuOutputs {
     }
 }
 
-/// How the kernels read q, k and v for `precision`.
-pub(crate) fn elem_of(precision: Precision) -> Elem {
-    match precision {
-        Precision::F32 => Elem::F32,
-        Precision::F16 => Elem::F16,
-    }
-}
-
-/// Validates a call once and checks it against the device: the problem and the path it
-/// takes. Every public entry starts here; nothing below sees the options again except
-/// through [`CallData`].
-pub(crate) fn check_call(
-    ctx: &GpuContext,
-    (q, k, v): (&[usize], &[usize], &[usize]),
-    opts: &AttentionOptions<'_>,
-) -> Result<(Problem, KernelPath)> {
-    let p = validate(q, k, v, opts)?;
-    let path = route_table::choose(ctx, &p, opts.path, elem_of(opts.precision))?;
-    check_before_work(ctx, &p, path)?;
-    Ok((p, path))
-}
-
-/// The one runner: prepares the call (tuning, probing, pipelines), then records and
-/// submits it into `outputs`.
+/// The one runner: prepares the checked call (tuning, probing, pipelines), then records
+/// and submits it into `outputs`.
 async fn run(
     ctx: &GpuContext,
-    (p, path): (Problem, KernelPath),
+    checked: CheckedCall<'_, '_>,
     inputs: CallInputs<'_>,
-    opts: &AttentionOptions<'_>,
     outputs: &GpuOutputs,
 ) -> Result<()> {
-    let data = CallData {
-        mask: opts.mask.as_ref(),
-        kv_lens: opts.kv_lens,
-    };
-    let run_as = (path, elem_of(opts.precision));
-    let call = Call::prepare(ctx, p, run_as, inputs, data).await?;
+    let call = Call::prepare(ctx, checked.problem, &checked.chosen, inputs, checked.data).await?;
     call.run(ctx, &ForwardOutputs::of(outputs, call.problem()))
         .await?;
     Ok(())
@@ -102,7 +71,7 @@ pub fn kernel_path(
     v: &[usize],
     opts: &AttentionOptions<'_>,
 ) -> Result<KernelPath> {
-    check_call(ctx, (q, k, v), opts).map(|(_, path)| path)
+    CheckedCall::new(ctx, (q, k, v), opts).map(|c| c.path())
 }
 
 fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> {
@@ -114,59 +83,6 @@ fn check_tensor(arg: &'static str, t: &GpuTensor, want: &[usize]) -> Result<()> 
                 t.shape()
             ),
         ));
-    }
-    Ok(())
-}
-
-/// Checks, before anything is uploaded or allocated, everything about the call's sizes
-/// that the device decides: its tensors, and for the staged path, that one row of one
-/// head fits a binding.
-fn check_before_work(ctx: &GpuContext, p: &Problem, path: KernelPath) -> Result<()> {
-    check_device_sizes(ctx, p)?;
-    if path == KernelPath::Staged {
-        plan::plan(p, &staged::limits(ctx))?;
-    }
-    Ok(())
-}
-
-/// Checks, before anything is allocated, that every tensor of the call fits one device
-/// buffer and that row counts fit the kernels' 32-bit indices.
-fn check_device_sizes(ctx: &GpuContext, p: &Problem) -> Result<()> {
-    let (b, hq, hkv, lq, lk) = (p.batch, p.heads_q, p.heads_kv, p.len_q, p.len_k);
-    let mut tensors = vec![
-        ("q", vec![b, hq, lq, p.dim]),
-        ("k", vec![b, hkv, lk, p.dim]),
-        ("v", vec![b, hkv, lk, p.dim_v]),
-        ("out", vec![b, hq, lq, p.dim_v]),
-    ];
-    if p.return_weights {
-        tensors.push(("weights", vec![b, hq, lq, lk]));
-    }
-    if p.return_lse {
-        tensors.push(("lse", vec![b, hq, lq]));
-    }
-    for (arg, shape) in &tensors {
-        buffers::check_size(ctx, arg, shape, buffers::f32_bytes(arg, shape)?)?;
-    }
-    if let Some(m) = p.mask {
-        let elem = match m.kind {
-            MaskKind::Bool => 1,
-            MaskKind::Additive => 4,
-        };
-        let bytes = (m.len as u64).saturating_mul(elem);
-        buffers::check_size(ctx, "mask", &[m.len], bytes)?;
-    }
-    let rows = [("q", b, hq, lq), ("k", b, hkv, lk)];
-    for (arg, b, h, l) in rows {
-        let n = (b as u64).saturating_mul(h as u64).saturating_mul(l as u64);
-        if n > u64::from(u32::MAX) {
-            return Err(AttentionError::TooLarge {
-                arg,
-                detail: format!(
-                    "B * H * L = {b} * {h} * {l} rows exceed the kernels' 32-bit row index"
-                ),
-            });
-        }
     }
     Ok(())
 }
@@ -191,23 +107,6 @@ fn check_no_alias(
     check_buffer_aliases(&read, &written)
 }
 
-/// Rejects a `written` buffer that is also read, or written twice, naming it.
-pub(crate) fn check_buffer_aliases(
-    read: &[(&'static str, &wgpu::Buffer)],
-    written: &[(&'static str, &wgpu::Buffer)],
-) -> Result<()> {
-    for (n, &(arg, buffer)) in written.iter().enumerate() {
-        let others = read.iter().chain(&written[n + 1..]);
-        if let Some((other, _)) = others.into_iter().find(|(_, b)| *b == buffer) {
-            return Err(AttentionError::option(
-                arg,
-                format!("shares its device buffer with {other}; outputs may not alias inputs or each other"),
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Runs attention on tensors already on the device, writing into `outputs` (made with
 /// [`GpuOutputs::allocate`] or by the application). One submission; returns once it is
 /// queued, without waiting for the device.
@@ -224,10 +123,10 @@ pub async fn attention_gpu_into_async(
     opts: &AttentionOptions<'_>,
     outputs: &GpuOutputs,
 ) -> Result<()> {
-    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
-    check_outputs(&checked.0, outputs)?;
-    check_no_alias(q, k, v, outputs, &checked.0)?;
-    run(ctx, checked, f32_inputs(q, k, v), opts, outputs).await
+    let checked = CheckedCall::new(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    check_outputs(&checked.problem, outputs)?;
+    check_no_alias(q, k, v, outputs, &checked.problem)?;
+    run(ctx, checked, f32_inputs(q, k, v), outputs).await
 }
 
 /// Checks that `outputs` has the shapes `p` writes.
@@ -260,9 +159,9 @@ pub async fn attention_gpu_async(
     v: &GpuTensor,
     opts: &AttentionOptions<'_>,
 ) -> Result<GpuOutputs> {
-    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
-    let outputs = GpuOutputs::for_problem(ctx, &checked.0)?;
-    run(ctx, checked, f32_inputs(q, k, v), opts, &outputs).await?;
+    let checked = CheckedCall::new(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    let outputs = GpuOutputs::for_problem(ctx, &checked.problem)?;
+    run(ctx, checked, f32_inputs(q, k, v), &outputs).await?;
     Ok(outputs)
 }
 
@@ -282,8 +181,8 @@ pub async fn attention_async(
     v: ArrayView4<'_, f32>,
     opts: &AttentionOptions<'_>,
 ) -> Result<AttentionOutput> {
-    let checked = check_call(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
-    let elem = elem_of(opts.precision);
+    let checked = CheckedCall::new(ctx, (q.shape(), k.shape(), v.shape()), opts)?;
+    let elem = checked.elem();
     let upload = |arg: &'static str, a: ArrayView4<'_, f32>| -> Result<wgpu::Buffer> {
         match elem {
             Elem::F16 => f16_tensor::upload(ctx, arg, a.into_dyn()),
@@ -291,14 +190,14 @@ pub async fn attention_async(
         }
     };
     let (qb, kb, vb) = (upload("q", q)?, upload("k", k)?, upload("v", v)?);
-    let outputs = GpuOutputs::for_problem(ctx, &checked.0)?;
+    let outputs = GpuOutputs::for_problem(ctx, &checked.problem)?;
     let inputs = CallInputs {
         q: &qb,
         k: &kb,
         v: &vb,
         elem,
     };
-    run(ctx, checked, inputs, opts, &outputs).await?;
+    run(ctx, checked, inputs, &outputs).await?;
     outputs.read_async(ctx).await
 }
 

@@ -10,14 +10,15 @@ use std::time::Instant;
 
 use ndarray::{Array4, Ix4};
 
-use crate::api::{check_call, GpuOutputs};
+use crate::api::GpuOutputs;
+use crate::checked_call::CheckedCall;
 use crate::cpu::attention_cpu;
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor as f16;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::device::timer::Timer;
-use crate::gpu::forward::call::{Call, CallData, CallInputs};
+use crate::gpu::forward::call::{Call, CallInputs};
 use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::kernels::elem::Elem;
 use crate::host_memory::{bytes_of, check_host_bytes, elements, try_zeros};
@@ -290,29 +291,25 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
     config.check_iters()?;
     let [qs, ks, vs] = config.shapes();
     // Every size against the device before the inputs are even made.
-    let (p, path) = check_call(ctx, (&qs, &ks, &vs), &opts)?;
+    let checked = CheckedCall::new(ctx, (&qs, &ks, &vs), &opts)?;
+    let path = checked.path();
     let (q, k, v) = inputs(config)?;
     let started = Instant::now();
     let named = [("q", &q), ("k", &k), ("v", &v)];
-    let (tensors, elem): (Vec<wgpu::Buffer>, Elem) = match config.precision {
-        Precision::F32 => (
-            named
-                .iter()
-                .map(|(arg, a)| {
-                    Ok(GpuTensor::upload(ctx, arg, a.view().into_dyn())?
-                        .buffer()
-                        .clone())
-                })
-                .collect::<Result<_>>()?,
-            Elem::F32,
-        ),
-        Precision::F16 => (
-            named
-                .iter()
-                .map(|(arg, a)| f16::upload(ctx, arg, a.view().into_dyn()))
-                .collect::<Result<_>>()?,
-            Elem::F16,
-        ),
+    let elem = checked.elem();
+    let tensors: Vec<wgpu::Buffer> = match elem {
+        Elem::F32 => named
+            .iter()
+            .map(|(arg, a)| {
+                Ok(GpuTensor::upload(ctx, arg, a.view().into_dyn())?
+                    .buffer()
+                    .clone())
+            })
+            .collect::<Result<_>>()?,
+        Elem::F16 => named
+            .iter()
+            .map(|(arg, a)| f16::upload(ctx, arg, a.view().into_dyn()))
+            .collect::<Result<_>>()?,
     };
     ctx.queue.submit([]);
     wait(ctx)?;
@@ -323,8 +320,8 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         v: &tensors[2],
         elem,
     };
-    let outputs = GpuOutputs::for_problem(ctx, &p)?;
-    let call = Call::prepare(ctx, p, (path, elem), call, CallData::default()).await?;
+    let outputs = GpuOutputs::for_problem(ctx, &checked.problem)?;
+    let call = Call::prepare(ctx, checked.problem, &checked.chosen, call, checked.data).await?;
     let written = ForwardOutputs::of(&outputs, call.problem());
     let timer = Timer::new(ctx)?;
     let mut samples = Vec::with_capacity(config.iters);

@@ -48,6 +48,7 @@
 mod api;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod bench;
+mod checked_call;
 mod cpu;
 mod error;
 mod gpu;

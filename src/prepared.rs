@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use crate::api::{check_buffer_aliases, check_call, elem_of};
+use crate::checked_call::{check_buffer_aliases, CheckedCall};
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
@@ -103,12 +103,12 @@ impl PreparedAttention {
         v: &[usize],
         opts: &AttentionOptions<'_>,
     ) -> Result<Self> {
-        let (p, path) = check_call(ctx, (q, k, v), opts)?;
-        let prepared =
-            Prepared::prepare(ctx, p, (path, elem_of(opts.precision)), Elem::F32).await?;
+        let checked = CheckedCall::new(ctx, (q, k, v), opts)?;
+        let path = checked.path();
+        let prepared = Prepared::prepare(ctx, checked.problem, &checked.chosen, Elem::F32).await?;
         let scopes = ErrorScopes::push(ctx);
-        let mask = upload::mask(ctx, opts.mask.as_ref())?;
-        let kv_lens = upload::kv_lens(ctx, opts.kv_lens)?;
+        let mask = upload::mask(ctx, checked.data.mask)?;
+        let kv_lens = upload::kv_lens(ctx, checked.data.kv_lens)?;
         scopes
             .pop(ctx, "uploading the mask and key lengths")
             .await?;

@@ -8,7 +8,8 @@ use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
 use crate::gpu::forward::paths::from_lse::FromLse;
 use crate::gpu::forward::route::Route;
-use crate::gpu::forward::{route_table, upload};
+use crate::gpu::forward::route_table::{self, Chosen};
+use crate::gpu::forward::upload;
 use crate::gpu::kernels::cast::Cast;
 use crate::gpu::kernels::elem::Elem;
 use crate::options::{KernelPath, Mask};
@@ -43,24 +44,24 @@ pub(crate) struct Prepared {
 }
 
 impl Prepared {
-    /// Prepares `p` on `path` (from [`route_table::choose`]) with the kernels reading q,
-    /// k and v as `elem` from inputs stored as `input_elem`: tunes, probes and builds
-    /// what the route needs.
+    /// Prepares `p` on the path [`route_table::choose`] chose, from inputs stored as
+    /// `input_elem`: tunes, probes and builds what the route needs.
     ///
     /// # Errors
     /// As [`route_table::prepare`].
     pub(crate) async fn prepare(
         ctx: &GpuContext,
         p: Problem,
-        (path, elem): (KernelPath, Elem),
+        chosen: &Chosen,
         input_elem: Elem,
     ) -> Result<Self> {
+        let (path, elem) = (chosen.path(), chosen.elem());
         let cast = if elem == Elem::F16 && input_elem == Elem::F32 {
             Some(Cast::prepare(ctx).await?)
         } else {
             None
         };
-        let route = route_table::prepare(ctx, &p, path, elem).await?;
+        let route = route_table::prepare(ctx, &p, chosen).await?;
         let from_lse = if p.return_weights && path != KernelPath::Staged {
             Some(FromLse::prepare(ctx, elem).await?)
         } else {
@@ -172,19 +173,19 @@ pub(crate) struct Call<'a, 'm> {
 }
 
 impl<'a, 'm> Call<'a, 'm> {
-    /// Prepares `p` on `path` (from [`route_table::choose`]) with the kernels reading q,
-    /// k and v as `elem`: tunes, probes and builds what the route needs.
+    /// Prepares `p` on the path [`route_table::choose`] chose: tunes, probes and builds
+    /// what the route needs.
     ///
     /// # Errors
     /// As [`route_table::prepare`].
     pub(crate) async fn prepare(
         ctx: &GpuContext,
         p: Problem,
-        run_as: (KernelPath, Elem),
+        chosen: &Chosen,
         inputs: CallInputs<'a>,
         data: CallData<'a, 'm>,
     ) -> Result<Self> {
-        let prepared = Prepared::prepare(ctx, p, run_as, inputs.elem).await?;
+        let prepared = Prepared::prepare(ctx, p, chosen, inputs.elem).await?;
         Ok(Self {
             prepared,
             inputs,

@@ -25,23 +25,35 @@ pub(crate) fn limits(ctx: &GpuContext) -> PlanLimits {
     }
 }
 
-/// The staged path's three pipelines, built.
+/// The chunks the staged path splits `p` into on this context, each within the
+/// device's binding limits.
+///
+/// # Errors
+/// [`crate::error::AttentionError::TooLarge`] when one row of one head does not fit.
+pub(crate) fn chunks(ctx: &GpuContext, p: &Problem) -> Result<Vec<Chunk>> {
+    plan(p, &limits(ctx))
+}
+
+/// The staged path's three pipelines, built, and its chunk plan.
 pub(crate) struct Staged {
     qk: Arc<KernelPipeline>,
     softmax: Arc<KernelPipeline>,
     pv: Arc<KernelPipeline>,
+    chunks: Vec<Chunk>,
 }
 
 impl Staged {
-    /// Builds (or finds cached) the three pipelines.
+    /// Builds (or finds cached) the three pipelines for a call planned as `chunks` (from
+    /// [`chunks`], made once when the call was checked).
     ///
     /// # Errors
     /// A device error building a pipeline.
-    pub(crate) async fn prepare(ctx: &GpuContext) -> Result<Self> {
+    pub(crate) async fn prepare(ctx: &GpuContext, chunks: Vec<Chunk>) -> Result<Self> {
         Ok(Self {
             qk: pipeline(ctx, &qk::SPEC, &[]).await?,
             softmax: pipeline(ctx, &softmax::SPEC, &[]).await?,
             pv: pipeline(ctx, &pv::SPEC, &[]).await?,
+            chunks,
         })
     }
 
@@ -49,12 +61,11 @@ impl Staged {
     /// inputs and outputs (the score scratch, parameters, stand-ins).
     ///
     /// # Errors
-    /// [`crate::error::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
-    /// device error allocating.
+    /// A device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
         let encoder = &mut *r.encoder;
-        let chunks = plan(p, &limits(ctx))?;
+        let chunks = &self.chunks;
         let (qk_pipe, softmax_pipe, pv_pipe) = (&self.qk, &self.softmax, &self.pv);
 
         let score_bytes = chunks
@@ -68,7 +79,7 @@ impl Staged {
             score_bytes,
             wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         )?;
-        let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
+        let bind = ChunkBindings::new(ctx, p, chunks, outputs)?;
 
         for (n, chunk) in chunks.iter().enumerate() {
             let s_size = chunk.score_elems(p) * 4;
