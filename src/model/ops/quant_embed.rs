@@ -39,7 +39,7 @@ pub(crate) struct QuantEmbedParams {
 /// The gather, built for one table's type.
 pub(crate) struct QuantEmbedKernel {
     pipe: Arc<KernelPipeline>,
-    ty: crate::model::llama::gguf::GgmlType,
+    ty: crate::model::llama::quant::GgmlType,
 }
 
 impl QuantEmbedKernel {
