@@ -5,58 +5,21 @@
 //! work and appears only once every embedding is computed.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use ndarray::Array2;
-use wgpu_attention::model::bert::{BertModel, PoolingMode, DEFAULT_EMBED_BATCH};
+use wgpu_attention::model::bert::{BertModel, PoolingMode};
 use wgpu_attention::model::{Model, ModelError, ModelGpu};
 
-use super::args::Backend;
+use super::args::{Backend, EmbedArgs, SimilarityArgs};
 use super::exit::CliError;
 use super::io::output::OutputSet;
-use super::model::{gpu, load, to_cli, ModelArg};
+use super::model_common::{gpu, load, to_cli};
 use super::npy;
 
 /// A sentence file far larger than this is a mistake (a model file, a device).
 const INPUT_LIMIT: u64 = 64 << 20;
-
-/// `model embed`.
-#[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("sentences").required(true).args(["text", "input"])))]
-pub struct EmbedArgs {
-    #[command(flatten)]
-    pub model: ModelArg,
-    /// A sentence to embed; repeat the flag for more (row i of the output is the i-th).
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
-    pub text: Vec<String>,
-    /// A UTF-8 text file of sentences, one a line (row i of the output is line i + 1).
-    #[arg(long, value_name = "FILE.txt", conflicts_with = "text")]
-    pub input: Option<PathBuf>,
-    /// Where to write the embeddings: float32 (sentences, hidden).
-    #[arg(long, value_name = "E.npy")]
-    pub out: PathBuf,
-    /// Sentences per forward pass (GPU), longest first; each batch is padded to its
-    /// longest sentence and no token attends to padding.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_EMBED_BATCH)]
-    pub batch: usize,
-    /// Where to compute: the GPU kernels or the fast f32 CPU path.
-    #[arg(long, value_enum, default_value_t = Backend::Gpu)]
-    pub backend: Backend,
-}
-
-/// `model similarity`.
-#[derive(Debug, clap::Args)]
-pub struct SimilarityArgs {
-    #[command(flatten)]
-    pub model: ModelArg,
-    /// The two sentences to compare: give the flag twice.
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true, required = true)]
-    pub text: Vec<String>,
-    /// Where to compute: the GPU kernels or the fast f32 CPU path.
-    #[arg(long, value_enum, default_value_t = Backend::Gpu)]
-    pub backend: Backend,
-}
 
 /// The model as a BERT, or exit 2 naming `--model`.
 fn bert(model: &Model) -> Result<&BertModel, CliError> {

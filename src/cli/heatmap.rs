@@ -2,102 +2,18 @@
 //! small multiples, from a weights `.npy` (of `run --weights`, `mha --attn-weights` or
 //! `model attention`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
 use wgpu_attention::viz::{check_probability_rows, word_attention, Grid, Heatmap};
 
-use super::args::Backend;
+use super::args::{HeatmapArgs, ModelArg, TextArg};
 use super::exit::CliError;
 use super::io::output::OutputSet;
-use super::model::{attention_of, ModelArg, TextArg};
+use super::model_common::attention_of;
 use super::npy;
 use super::raster;
 use super::token_json::{self, TokenLabels};
-
-/// Draws attention weights as in the lecture: queries on rows, keys on columns, darker is
-/// more attention, masked cells (weight exactly 0) black and marked −∞.
-///
-/// The weights tensor has rank 2 (Lq, Lk), 3 (heads, Lq, Lk) or 4 (layers or batches,
-/// heads, Lq, Lk); --layer and --head pick one matrix, --grid draws every head of the
-/// chosen layer, or every layer × head when no layer is chosen. The output format
-/// follows the extension of --out: .svg (text stays text) or .png.
-///
-/// The weights come from a .npy file (--weights) or from a model run on a text (--model
-/// and --text: every layer and head of the model's attention, the tokens as labels).
-///
-/// Tokens are labelled as people read them: a byte-level token's bytes decoded (a leading
-/// space shown as ␣, a newline as ↵), a character split over several tokens named once,
-/// on its first token, the rest marked ⋯, a WordPiece continuation with its ##.
-/// --words draws whole words instead: attention to a word is the sum over its pieces,
-/// attention from a word the mean over its pieces (so rows still sum to 1, and a cell is
-/// masked only where no piece may look). A word is a whitespace-delimited run of the text
-/// (punctuation belongs to the word it touches); special tokens are words of their own.
-#[derive(Debug, clap::Args)]
-#[command(verbatim_doc_comment)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["weights", "model"])))]
-pub struct HeatmapArgs {
-    /// The attention weights: float .npy of rank 2 to 4 whose rows are probabilities.
-    #[arg(long, value_name = "W.npy")]
-    pub weights: Option<PathBuf>,
-    /// Draw a model's own attention instead: a model directory, a .gguf file, or
-    /// `minilm` / `smollm2` (fetched by scripts/fetch-models.sh). Needs --text.
-    #[arg(long, value_name = "PATH", requires = "text", conflicts_with_all = ["tokens", "labels", "query_labels"])]
-    pub model: Option<String>,
-    /// The sentence to run the model on.
-    #[arg(
-        long,
-        value_name = "TEXT",
-        requires = "model",
-        allow_hyphen_values = true
-    )]
-    pub text: Option<String>,
-    /// Where the model runs: the GPU kernels or the fast f32 CPU path.
-    #[arg(long, value_enum, default_value_t = Backend::Gpu, requires = "model")]
-    pub backend: Backend,
-    /// Token labels for the keys (and for the queries when Lq = Lk): the JSON list
-    /// `model attention --tokens-out` writes (which also gives --words its words), or a
-    /// JSON list of strings.
-    #[arg(long, value_name = "T.json", conflicts_with = "labels")]
-    pub tokens: Option<PathBuf>,
-    /// Token labels for the keys (and for the queries when Lq = Lk), comma-separated.
-    #[arg(long, value_name = "a,b,c")]
-    pub labels: Option<String>,
-    /// Labels for the queries when they differ from the keys' (cross-attention, decoding),
-    /// comma-separated.
-    #[arg(long, value_name = "a,b,c")]
-    pub query_labels: Option<String>,
-    /// Which layer (or batch) of a rank-4 tensor.
-    #[arg(long, value_name = "L")]
-    pub layer: Option<usize>,
-    /// Which head of a rank-3 or rank-4 tensor.
-    #[arg(long, value_name = "H", conflicts_with = "grid")]
-    pub head: Option<usize>,
-    /// Every head of the layer (or every layer × head) as small multiples.
-    #[arg(long)]
-    pub grid: bool,
-    /// Heads that share one key/value head (grouped-query attention) are boxed together in
-    /// the grid, this many at a time.
-    #[arg(long, value_name = "N", requires = "grid", default_value_t = 1)]
-    pub group: usize,
-    /// Print each cell's weight.
-    #[arg(long, conflicts_with = "grid")]
-    pub values: bool,
-    /// One row and column per word instead of per token: queries averaged over a word's
-    /// pieces, keys summed (needs --model, or --tokens from `model attention
-    /// --tokens-out`).
-    #[arg(long, conflicts_with_all = ["labels", "query_labels"])]
-    pub words: bool,
-    /// The figure's title; by default it names the layer, the head and the sentence.
-    #[arg(long)]
-    pub title: Option<String>,
-    /// Side of a cell in pixels (default 48 with --values, 32 without, 6 in a grid).
-    #[arg(long, value_name = "PX")]
-    pub cell: Option<f64>,
-    /// Where to write the figure: F.svg or F.png (`-`: SVG to standard output).
-    #[arg(long, value_name = "F.svg|F.png|-")]
-    pub out: PathBuf,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {

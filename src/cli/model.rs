@@ -5,255 +5,26 @@
 //! only once everything they hold has been computed.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use ndarray::Array4;
 use wgpu_attention::model::llama::ChatMessage;
-use wgpu_attention::model::{
-    resolve_model_path, ForwardOutput, GenerateOptions, Model, ModelError, ModelGpu, Sampling,
-    StageTimes, Token,
-};
-use wgpu_attention::GpuContext;
+use wgpu_attention::model::{GenerateOptions, Model, ModelGpu, Sampling, StageTimes, Token};
 
-use super::args::Backend;
+use super::args::{Backend, ModelArg, ModelCommand, TextArg};
+use super::embed;
 use super::exit::CliError;
 use super::io::output::OutputSet;
+use super::model_common::{forward, gpu, load, to_cli, tokens};
 use super::npy;
-
-/// The flags shared by every `model` subcommand.
-#[derive(Debug, clap::Args)]
-pub struct ModelArg {
-    /// A model directory (BERT: config.json, model.safetensors, tokenizer.json) or a .gguf
-    /// file (llama family); `minilm` and `smollm2` name the models scripts/fetch-models.sh
-    /// fetched.
-    #[arg(long, value_name = "PATH")]
-    pub model: String,
-}
-
-/// The text to run.
-#[derive(Debug, clap::Args)]
-pub struct TextArg {
-    /// The input text.
-    #[arg(long, value_name = "TEXT", allow_hyphen_values = true)]
-    pub text: String,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum ModelCommand {
-    /// Architecture, sizes, tokenizer and the sha256 of every file read.
-    #[command(after_help = "Example:\n  wgpu-attention model info --model minilm")]
-    Info {
-        #[command(flatten)]
-        model: ModelArg,
-    },
-    /// The tokens of a text and their ids, special tokens included.
-    #[command(
-        after_help = "Example:\n  wgpu-attention model tokenize --model smollm2 --text \"I love AI !\""
-    )]
-    Tokenize {
-        #[command(flatten)]
-        model: ModelArg,
-        #[command(flatten)]
-        text: TextArg,
-    },
-    /// The softmax attention probabilities of every layer and head for a text.
-    #[command(
-        after_help = concat!(
-            super::help::outputs_help!(),
-            "\n\n",
-            "Example:\n  wgpu-attention model attention --model minilm --text \"The cat sat on the mat\" --out A.npy --tokens-out T.json"
-        )
-    )]
-    Attention {
-        #[command(flatten)]
-        model: ModelArg,
-        #[command(flatten)]
-        text: TextArg,
-        /// Where to write the probabilities: float32 (layers, heads, L, L); `-` is
-        /// standard output.
-        #[arg(long, value_name = "A.npy")]
-        out: PathBuf,
-        /// Also write the token strings as a JSON list (special tokens included).
-        #[arg(long, value_name = "T.json")]
-        tokens_out: Option<PathBuf>,
-        /// Where to compute: the GPU kernels or the fast f32 CPU path.
-        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
-        backend: Backend,
-        /// Run the forward pass N more times and report their median time (the first
-        /// run builds the GPU pipelines).
-        #[arg(long, value_name = "N", default_value_t = 0)]
-        repeat: usize,
-        /// Then run one more forward pass stage by stage (each stage submitted and waited
-        /// for on its own) and report the time of each, summed over layers (BERT).
-        #[arg(long)]
-        stages: bool,
-    },
-    /// The most likely next tokens after a text, with their probabilities (causal models).
-    #[command(
-        after_help = concat!(
-            super::help::outputs_help!(),
-            "\n\n",
-            "Example:\n  wgpu-attention model next --model smollm2 --text \"The capital of France is\" --top 5"
-        )
-    )]
-    Next {
-        #[command(flatten)]
-        model: ModelArg,
-        #[command(flatten)]
-        text: TextArg,
-        /// How many tokens to list.
-        #[arg(long, value_name = "K", default_value_t = 5)]
-        top: usize,
-        /// Also write the logits at the last position: float32 (vocab,).
-        #[arg(long, value_name = "LOGITS.npy")]
-        logits_out: Option<PathBuf>,
-        /// Where to compute: the GPU kernels or the fast f32 CPU path.
-        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
-        backend: Backend,
-    },
-    /// Generates tokens after a text, streaming them to stdout; tokens per second for the
-    /// prompt and for generation go to stderr (causal models). With --chat, TEXT is a
-    /// user's message to an instruct model, put through the model's chat template.
-    #[command(
-        after_help = "Example:\n  wgpu-attention model generate --model smollm2 --text \"Once upon a time\" --max-new-tokens 32\n  wgpu-attention model generate --model smollm2 --chat --text \"What is the capital of France?\" --max-new-tokens 64"
-    )]
-    Generate {
-        #[command(flatten)]
-        model: ModelArg,
-        #[command(flatten)]
-        text: TextArg,
-        /// How many tokens to generate at most (fewer when the model ends the text).
-        #[arg(long, value_name = "N")]
-        max_new_tokens: usize,
-        /// Sampling temperature; 0 (the default) picks the most likely token.
-        #[arg(
-            long,
-            value_name = "T",
-            default_value_t = 0.0,
-            allow_negative_numbers = true
-        )]
-        temperature: f32,
-        /// Sample among the K most likely tokens only (0 = all).
-        #[arg(long, value_name = "K", default_value_t = 0)]
-        top_k: usize,
-        /// Seed of the sampler: the same seed gives the same tokens.
-        #[arg(long, value_name = "S", default_value_t = 0)]
-        seed: u64,
-        /// Recompute the whole sequence for every token instead of using the KV cache
-        /// (for comparison).
-        #[arg(long)]
-        no_cache: bool,
-        /// Keep generating past the end-of-sequence token (with --chat, past the end of
-        /// the turn).
-        #[arg(long)]
-        ignore_eos: bool,
-        /// Chat: TEXT is the user's message. The prompt is the chat template the model
-        /// file carries (GGUF tokenizer.chat_template, rendered as transformers'
-        /// apply_chat_template does, the assistant's turn opened), and generation stops at
-        /// the template's end-of-turn token (SmolLM2: <|im_end|>), which is not printed.
-        #[arg(long)]
-        chat: bool,
-        /// With --chat: a system message before the user's (else the template's own
-        /// default, if it has one).
-        #[arg(
-            long,
-            value_name = "TEXT",
-            requires = "chat",
-            allow_hyphen_values = true
-        )]
-        system: Option<String>,
-        /// Where to compute: the GPU kernels or the fast f32 CPU path.
-        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
-        backend: Backend,
-    },
-    /// Sentence embeddings (BERT sentence-transformers models): the pooling and
-    /// normalisation of the model's modules.json, one float32 row per sentence.
-    #[command(
-        after_help = "Example:\n  wgpu-attention model embed --model minilm --text \"A cat sleeps\" --text \"A dog runs\" --out E.npy\n  wgpu-attention model embed --model minilm --input sentences.txt --out E.npy --batch 32"
-    )]
-    Embed(super::embed::EmbedArgs),
-    /// The cosine similarity of two sentences' embeddings (BERT sentence-transformers
-    /// models).
-    #[command(
-        after_help = "Example:\n  wgpu-attention model similarity --model minilm --text \"A cat sleeps\" --text \"A kitten naps\""
-    )]
-    Similarity(super::embed::SimilarityArgs),
-}
-
-/// A library error as the command line reports it: input errors name their flag.
-pub(super) fn to_cli(e: ModelError) -> CliError {
-    if !e.is_input_error() {
-        return CliError::runtime(e.to_string());
-    }
-    match e {
-        ModelError::Input { arg, detail } if arg.starts_with("--") => CliError::input(arg, detail),
-        // Ids come from the text.
-        ModelError::Input { detail, .. } => CliError::input("--text", detail),
-        ModelError::Attention(a) => CliError::from(a),
-        other => CliError::input("--model", other.to_string()),
-    }
-}
-
-pub(super) fn load(arg: &ModelArg) -> Result<Model, CliError> {
-    let path = resolve_model_path(&arg.model).map_err(to_cli)?;
-    Model::load(&path).map_err(to_cli)
-}
-
-/// Tokenizes and checks the length against the model's positions.
-fn tokens(model: &Model, text: &TextArg) -> Result<Vec<Token>, CliError> {
-    let tokens = model.tokenize(&text.text).map_err(to_cli)?;
-    let max = model.info().max_positions;
-    if tokens.len() > max {
-        return Err(CliError::input(
-            "--text",
-            format!("{} tokens exceed the model's {max} positions", tokens.len()),
-        ));
-    }
-    Ok(tokens)
-}
-
-pub(super) fn gpu() -> Result<GpuContext, CliError> {
-    GpuContext::new().map_err(|e| CliError::runtime(e.to_string()))
-}
-
-/// Every layer's and head's attention probabilities `(layers, heads, L, L)` of `text`,
-/// with its tokens (for `heatmap --model`).
-pub(super) fn attention_of(
-    model: &ModelArg,
-    text: &TextArg,
-    backend: Backend,
-) -> Result<(Array4<f32>, Vec<Token>), CliError> {
-    let model = load(model)?;
-    let tokens = tokens(&model, text)?;
-    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
-    let probs = forward(&model, &ids, true, backend)?
-        .attention
-        .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
-    Ok((probs, tokens))
-}
-
-fn forward(
-    model: &Model,
-    ids: &[u32],
-    attention: bool,
-    backend: Backend,
-) -> Result<ForwardOutput, CliError> {
-    match backend {
-        Backend::Cpu => model.forward_cpu(ids, attention).map_err(to_cli),
-        Backend::Gpu => {
-            let ctx = gpu()?;
-            let weights = model.upload(&ctx).map_err(to_cli)?;
-            pollster::block_on(weights.forward(&ctx, ids, attention)).map_err(to_cli)
-        }
-    }
-}
+use super::token_json;
 
 pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
     match cmd {
         ModelCommand::Info { model } => info(&load(model)?),
-        ModelCommand::Embed(args) => super::embed::embed(args),
-        ModelCommand::Similarity(args) => super::embed::similarity(args),
+        ModelCommand::Embed(args) => embed::embed(args),
+        ModelCommand::Similarity(args) => embed::similarity(args),
         ModelCommand::Tokenize { model, text } => {
             let model = load(model)?;
             for line in tokenize_lines(&tokens(&model, text)?) {
@@ -439,7 +210,7 @@ fn attention(
         .ok_or_else(|| CliError::runtime("the forward pass returned no attention probabilities"))?;
     npy::write(&mut files, out_slot, &probs)?;
     if let Some(slot) = tokens_slot {
-        let json = super::token_json::to_json(&text.text, &tokens);
+        let json = token_json::to_json(&text.text, &tokens);
         files.write(slot, |w| w.write_all(&json))?;
     }
     // Standard output may be carrying the array.

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
+use crate::cli_common::{assert_bad_input, cli, stderr_of, RunArgs, TempDir};
 use crate::common::{assert_close, Rng, ATOL, RTOL};
 use ndarray::{Array1, Array2, Array3, Array4, ArrayD};
 use ndarray_npy::read_npy;
@@ -112,15 +112,21 @@ fn check_both_backends(case: Case<'_>) {
         let out = dir.path(&format!("out-{backend}.npy"));
         let weights = dir.path(&format!("w-{backend}.npy"));
         let lse = dir.path(&format!("lse-{backend}.npy"));
-        let mut args: Vec<String> = ["run", "--q", &q, "--k", &k, "--v", &v, "--backend", backend]
-            .map(String::from)
-            .to_vec();
-        for (flag, path) in [("--out", &out), ("--weights", &weights), ("--lse", &lse)] {
-            args.push(flag.into());
-            args.push(path.to_string_lossy().into_owned());
-        }
-        args.extend(case.flags.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (out_s, weights_s, lse_s) = (
+            out.to_string_lossy(),
+            weights.to_string_lossy(),
+            lse.to_string_lossy(),
+        );
+        let flags: Vec<&str> = case.flags.iter().map(String::as_str).collect();
+        let args = RunArgs::new(&q)
+            .k(&k)
+            .v(&v)
+            .backend(backend)
+            .out(&out_s)
+            .flag("--weights", &weights_s)
+            .flag("--lse", &lse_s)
+            .args(&flags)
+            .build();
         let what = format!("{} on {backend}", case.name);
         assert_success(&what, &cli(&args));
         let (atol, rtol) = if backend == "gpu" {
@@ -268,21 +274,13 @@ fn run_reads_f64_f16_int32_and_fortran_inputs() {
     let lens_path = dir.npy("lens.npy", &Array1::from_vec(vec![5i32]));
     let out = dir.path("out.npy");
     let out_s = out.to_string_lossy();
-    let status = cli(&[
-        "run",
-        "--q",
-        &q_path,
-        "--k",
-        &k_path,
-        "--v",
-        &v_path,
-        "--out",
-        &out_s,
-        "--kv-lens",
-        &lens_path,
-        "--backend",
-        "cpu",
-    ]);
+    let status = cli(&RunArgs::new(&q_path)
+        .k(&k_path)
+        .v(&v_path)
+        .out(&out_s)
+        .flag("--kv-lens", &lens_path)
+        .backend("cpu")
+        .build());
     assert_success("f64/f16/fortran inputs", &status);
     let k16 = k.mapv(|x| half::f16::from_f32(x).to_f32());
     let lens = [5u32];
@@ -295,9 +293,11 @@ fn run_reads_f64_f16_int32_and_fortran_inputs() {
 
     // Little-endian f16 q on the GPU.
     let q_path = dir.raw("q16.npy", &npy_bytes_as(&q.clone().into_dyn(), "<f2"));
-    let status = cli(&[
-        "run", "--q", &q_path, "--k", &k_path, "--v", &v_path, "--out", &out_s,
-    ]);
+    let status = cli(&RunArgs::new(&q_path)
+        .k(&k_path)
+        .v(&v_path)
+        .out(&out_s)
+        .build());
     assert_success("f16 q on the GPU", &status);
     let q16 = q.mapv(|x| half::f16::from_f32(x).to_f32());
     let want = attention_reference(q16.view(), k16.view(), v.view(), &Default::default())
@@ -313,9 +313,7 @@ fn precision_f16() {
     let q_path = dir.npy("q.npy", &q);
     let out = dir.path("out.npy");
     let out_s = out.to_string_lossy();
-    let base = [
-        "run", "--q", &q_path, "--k", &q_path, "--v", &q_path, "--out", &out_s,
-    ];
+    let base = RunArgs::new(&q_path).out(&out_s);
     let rounded = q.mapv(|x| half::f16::from_f32(x).to_f32());
     let want = attention_cpu(
         rounded.view(),
@@ -326,13 +324,17 @@ fn precision_f16() {
     .expect("reference");
 
     // On the CPU, f16 storage is the reference on rounded inputs.
-    let status = cli(&[&base[..], &["--backend", "cpu", "--precision", "f16"]].concat());
+    let status = cli(&base
+        .clone()
+        .backend("cpu")
+        .flag("--precision", "f16")
+        .build());
     assert_success("cpu f16", &status);
     assert_close("cpu f16 out", read4(&out).view(), want.out.view(), 0.0, 0.0);
 
     // On the GPU it runs, or the adapter says it cannot: exit 1 with one line, never 2.
     let _ = std::fs::remove_file(&out);
-    let status = cli(&[&base[..], &["--precision", "f16"]].concat());
+    let status = cli(&base.flag("--precision", "f16").build());
     match status.status.code() {
         Some(0) => {
             let got = read4(&out);
@@ -390,25 +392,22 @@ fn bad_inputs_exit_2_naming_the_flag() {
     let out = dir.arg("out.npy");
     let out_nodir = dir.arg("no/such/dir/out.npy");
 
-    let run = |q: &str, k: &str, v: &str, extra: &[&str]| -> Vec<String> {
-        let mut a = strings(&["run", "--q", q, "--k", k, "--v", v, "--out", &out]);
-        a.extend(strings(extra));
-        a
-    };
+    let run = |q, k, v| RunArgs::new(q).k(k).v(v);
+    let inputs = |q, k, v| run(q, k, v).out(&out).build();
     // The good q, k and v with `extra` flags.
-    let flags = |extra: &[&str]| run(&q, &k, &v, extra);
-    let cases: Vec<(&str, Vec<String>, &str)> = vec![
+    let flags = |extra| run(&q, &k, &v).out(&out).args(extra).build();
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
         (
             "head dim",
-            run(&q, &k16, &v, &[]),
+            inputs(&q, &k16, &v),
             "--k: head dim 16 differs from q's 8",
         ),
-        ("v length", run(&q, &k, &v_short, &[]), "--v:"),
-        ("heads not a multiple", run(&q3, &k, &v, &[]), "--k:"),
-        ("rank 3", run(&q_rank3, &k, &v, &[]), "--q:"),
-        ("zero-size", run(&q_zero, &k, &v, &[]), "--q: zero-size"),
-        ("int32 q", run(&q_int, &k, &v, &[]), "--q:"),
-        ("complex q", run(&q_complex, &k, &v, &[]), "--q:"),
+        ("v length", inputs(&q, &k, &v_short), "--v:"),
+        ("heads not a multiple", inputs(&q3, &k, &v), "--k:"),
+        ("rank 3", inputs(&q_rank3, &k, &v), "--q:"),
+        ("zero-size", inputs(&q_zero, &k, &v), "--q: zero-size"),
+        ("int32 q", inputs(&q_int, &k, &v), "--q:"),
+        ("complex q", inputs(&q_complex, &k, &v), "--q:"),
         ("mask broadcast", flags(&["--mask", &mask_bad]), "--mask:"),
         ("mask rank 1", flags(&["--mask", &mask_rank1]), "--mask:"),
         ("mask int", flags(&["--mask", &mask_int]), "--mask:"),
@@ -428,15 +427,11 @@ fn bad_inputs_exit_2_naming_the_flag() {
             flags(&["--kv-lens", &lens_float]),
             "--kv-lens:",
         ),
-        (
-            "missing file",
-            run(&missing, &k, &v, &[]),
-            "--q: cannot read",
-        ),
-        ("truncated", run(&q, &truncated, &v, &[]), "--k:"),
-        ("header cut", run(&q, &header_cut, &v, &[]), "--k:"),
-        ("not npy", run(&q, &k, &not_npy, &[]), "--v:"),
-        ("empty file", run(&q, &k, &empty, &[]), "--v:"),
+        ("missing file", inputs(&missing, &k, &v), "--q: cannot read"),
+        ("truncated", inputs(&q, &truncated, &v), "--k:"),
+        ("header cut", inputs(&q, &header_cut, &v), "--k:"),
+        ("not npy", inputs(&q, &k, &not_npy), "--v:"),
+        ("empty file", inputs(&q, &k, &empty), "--v:"),
         ("scale nan", flags(&["--scale", "nan"]), "--scale"),
         ("scale text", flags(&["--scale", "big"]), "--scale"),
         ("window side", flags(&["--window", "-2,0"]), "--window"),
@@ -451,23 +446,13 @@ fn bad_inputs_exit_2_naming_the_flag() {
         ("unknown flag", flags(&["--bogus"]), "--bogus"),
         (
             "output directory",
-            {
-                let mut a = flags(&[]);
-                let last = a.len() - 1;
-                a[last] = out_nodir.clone();
-                a
-            },
+            run(&q, &k, &v).out(&out_nodir).build(),
             "--out:",
         ),
-        (
-            "missing --out",
-            strings(&["run", "--q", &q, "--k", &k, "--v", &v]),
-            "--out",
-        ),
+        ("missing --out", run(&q, &k, &v).build(), "--out"),
     ];
     for (what, args, needle) in &cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        assert_bad_input(what, &args, needle);
+        assert_bad_input(what, args, needle);
     }
     assert!(!Path::new(&out).exists(), "no output written on bad input");
 }
@@ -586,23 +571,8 @@ fn flags_behave_as_a_user_expects() {
     let mut rng = Rng::new(71);
     let q = dir.npy("q.npy", &rng.array4((1, 2, 8, 4)));
     let out = dir.arg("o.npy");
-    let base = [
-        "run",
-        "--q",
-        q.as_str(),
-        "--k",
-        &q,
-        "--v",
-        &q,
-        "--out",
-        &out,
-    ];
-    fn with<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-        let mut args = base.to_vec();
-        args.extend(extra);
-        args
-    }
-    let with = |extra: &[&'static str]| with(&base, extra);
+    let base = RunArgs::new(&q).out(&out);
+    let with = |extra: &[&'static str]| base.clone().args(extra).build();
     assert_bad_input(
         "--scale -inf",
         &with(&["--scale", "-inf"]),
@@ -654,21 +624,11 @@ fn non_finite_bias_in_a_mask_file_is_bad_input() {
         for backend in ["cpu", "gpu"] {
             assert_bad_input(
                 name,
-                &[
-                    "run",
-                    "--q",
-                    &q,
-                    "--k",
-                    &q,
-                    "--v",
-                    &q,
-                    "--out",
-                    &out,
-                    "--mask",
-                    &mask,
-                    "--backend",
-                    backend,
-                ],
+                &RunArgs::new(&q)
+                    .out(&out)
+                    .flag("--mask", &mask)
+                    .backend(backend)
+                    .build(),
                 "--mask: an additive mask holds",
             );
         }

@@ -126,3 +126,69 @@ pub fn assert_bad_input_output(what: &str, out: &Output, needle: &str) {
     );
     assert!(out.stdout.is_empty(), "{what}: stdout not empty");
 }
+
+/// The arguments of one `run`: `--q`, then `--k` and `--v` (q's file unless given),
+/// `--out` (left out unless given), then the other flags in the order given.
+///
+/// `RunArgs::new(&q).out(&o).backend("cpu").flag("--lse", &l).build()` is
+/// `["run", "--q", q, "--k", q, "--v", q, "--out", o, "--backend", "cpu", "--lse", l]`.
+#[derive(Clone)]
+pub struct RunArgs<'a> {
+    q: &'a str,
+    k: &'a str,
+    v: &'a str,
+    out: Option<&'a str>,
+    rest: Vec<&'a str>,
+}
+
+impl<'a> RunArgs<'a> {
+    pub fn new(q: &'a str) -> Self {
+        Self {
+            q,
+            k: q,
+            v: q,
+            out: None,
+            rest: Vec::new(),
+        }
+    }
+
+    pub fn k(mut self, k: &'a str) -> Self {
+        self.k = k;
+        self
+    }
+
+    pub fn v(mut self, v: &'a str) -> Self {
+        self.v = v;
+        self
+    }
+
+    pub fn out(mut self, out: &'a str) -> Self {
+        self.out = Some(out);
+        self
+    }
+
+    pub fn backend(self, backend: &'a str) -> Self {
+        self.flag("--backend", backend)
+    }
+
+    /// A flag and its value.
+    pub fn flag(mut self, name: &'a str, value: &'a str) -> Self {
+        self.rest.extend([name, value]);
+        self
+    }
+
+    /// Further arguments as they are: switches, or flags with their values.
+    pub fn args(mut self, args: &[&'a str]) -> Self {
+        self.rest.extend_from_slice(args);
+        self
+    }
+
+    pub fn build(&self) -> Vec<&'a str> {
+        let mut all = vec!["run", "--q", self.q, "--k", self.k, "--v", self.v];
+        if let Some(out) = self.out {
+            all.extend(["--out", out]);
+        }
+        all.extend(&self.rest);
+        all
+    }
+}

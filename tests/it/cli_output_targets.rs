@@ -15,7 +15,7 @@ use std::process::Output;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::cli_common::{assert_bad_input_output, cli, cli_limited, stderr_of, TempDir};
+use crate::cli_common::{assert_bad_input_output, cli, cli_limited, stderr_of, RunArgs, TempDir};
 use ndarray::{Array4, ArrayD};
 use ndarray_npy::ReadNpyExt;
 
@@ -209,19 +209,7 @@ fn qkv(dir: &TempDir) -> String {
 fn run_writes_through_links_fifos_devices_and_stdout() {
     let dir = TempDir::new("targets-run");
     let q = qkv(&dir);
-    let base = [
-        "run",
-        "--q",
-        &q,
-        "--k",
-        &q,
-        "--v",
-        &q,
-        "--backend",
-        "cpu",
-        "--out",
-        "OUT",
-    ];
+    let base = RunArgs::new(&q).backend("cpu").out("OUT").build();
     let reference = dir.arg("ref.npy");
     assert_ok("reference", &cli(&with_out(&base, &reference)));
     let want = npy("reference", &std::fs::read(&reference).unwrap());
@@ -274,19 +262,8 @@ fn a_link_to_standard_output_stays_a_link_and_the_array_comes_out() {
     let link = dir.path("stdout");
     std::os::unix::fs::symlink("/proc/self/fd/1", &link).unwrap();
     let before = node(&link);
-    let out = cli(&[
-        "run",
-        "--q",
-        &q,
-        "--k",
-        &q,
-        "--v",
-        &q,
-        "--backend",
-        "cpu",
-        "--out",
-        &dir.arg("stdout"),
-    ]);
+    let stdout = dir.arg("stdout");
+    let out = cli(&RunArgs::new(&q).backend("cpu").out(&stdout).build());
     assert_ok("a link to /proc/self/fd/1", &out);
     assert_eq!(npy("stdout", &out.stdout).shape(), [1, 2, 16, 8]);
     assert_eq!(node(&link), before);
@@ -300,20 +277,20 @@ fn a_failing_later_output_leaves_nothing_and_sends_nothing() {
     let dir = TempDir::new("targets-fail");
     let q = qkv(&dir);
     let (o, w) = (dir.arg("o.npy"), dir.arg("w.npy"));
-    let run = |extra: &[&str]| {
-        let mut args = vec!["run", "--q", &q, "--k", &q, "--v", &q, "--backend", "cpu"];
-        args.extend(extra);
-        args.iter().map(|s| s.to_string()).collect::<Vec<_>>()
-    };
+    let run = RunArgs::new(&q).backend("cpu");
     // Like /dev/full (1, 7): every write fails with ENOSPC.
     let full = dir.path("full");
     match char_device(&full, 1, 7) {
         Err(why) => eprintln!("not checked, a full device as --lse: {why}"),
         Ok(()) => {
             let before = node(&full);
-            let args = run(&["--out", &o, "--weights", &w, "--lse", &dir.arg("full")]);
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let out = cli(&args);
+            let full_arg = dir.arg("full");
+            let args = run
+                .clone()
+                .out(&o)
+                .flag("--weights", &w)
+                .flag("--lse", &full_arg);
+            let out = cli(&args.build());
             let msg = stderr_of(&out);
             assert_eq!(out.status.code(), Some(1), "{msg}");
             assert!(msg.contains("--lse"), "{msg}");
@@ -327,8 +304,8 @@ fn a_failing_later_output_leaves_nothing_and_sends_nothing() {
     mkfifo(&fifo);
     let before = node(&fifo);
     let reader = FifoReader::start(&fifo);
-    let args = run(&["--out", &dir.arg("fifo"), "--weights", &w]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let fifo_arg = dir.arg("fifo");
+    let args = run.out(&fifo_arg).flag("--weights", &w).build();
     let out = cli_limited("trap '' XFSZ; ulimit -f 3", &args);
     let sent = reader.finish();
     let msg = stderr_of(&out);
@@ -390,9 +367,8 @@ fn what_cannot_be_an_output_is_refused_and_left_alone() {
     ];
     for (what, extra, flag) in cases {
         let reader = FifoReader::start(&dir.path("fifo"));
-        let mut args = vec!["run", "--q", &q, "--k", &q, "--v", &q, "--backend", "cpu"];
-        args.extend(extra.iter().map(String::as_str));
-        let out = cli(&args);
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let out = cli(&RunArgs::new(&q).backend("cpu").args(&extra).build());
         assert!(reader.finish().is_empty(), "{what}: the FIFO was written");
         assert_bad_input_output(what, &out, flag);
         assert_eq!(dir.files_in(""), names, "{what}");

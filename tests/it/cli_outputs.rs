@@ -2,7 +2,7 @@
 //! with one path are bad input (exit 2); a write that fails (a full disk, a file-size
 //! limit) exits 1 and leaves no file of the set behind, nor a temporary one.
 
-use crate::cli_common::{assert_bad_input, cli, cli_limited, stderr_of, TempDir};
+use crate::cli_common::{assert_bad_input, cli, cli_limited, stderr_of, RunArgs, TempDir};
 use ndarray::Array4;
 
 /// q, k, v of (1, 2, 16, 8) in `dir`: the outputs are 1 KiB, the weights 2 KiB.
@@ -17,47 +17,19 @@ fn two_outputs_with_one_path_are_bad_input() {
     let q = inputs(&dir);
     let o = dir.arg("o.npy");
     let same = format!("{}/./o.npy", dir.arg(""));
-    for (what, extra, flag) in [
-        ("--lse on --out", vec!["--lse", o.as_str()], "--lse"),
-        (
-            "--weights on --out",
-            vec!["--weights", same.as_str()],
-            "--weights",
-        ),
+    let run = RunArgs::new(&q).out(&o);
+    for (what, flag, path) in [
+        ("--lse on --out", "--lse", o.as_str()),
+        ("--weights on --out", "--weights", same.as_str()),
     ] {
-        let mut args = vec![
-            "run",
-            "--q",
-            &q,
-            "--k",
-            &q,
-            "--v",
-            &q,
-            "--out",
-            &o,
-            "--backend",
-            "cpu",
-        ];
-        args.extend(extra);
+        let args = run.clone().backend("cpu").flag(flag, path).build();
         assert_bad_input(what, &args, flag);
         assert_eq!(dir.files_in(""), ["q.npy"], "{what}");
     }
     let w = dir.arg("nowhere/w.npy");
     assert_bad_input(
         "uncreatable output",
-        &[
-            "run",
-            "--q",
-            &q,
-            "--k",
-            &q,
-            "--v",
-            &q,
-            "--out",
-            &o,
-            "--weights",
-            &w,
-        ],
+        &run.flag("--weights", &w).build(),
         "--weights",
     );
     assert_eq!(dir.files_in(""), ["q.npy"]);
@@ -70,23 +42,12 @@ fn a_failed_write_exits_1_and_leaves_no_file() {
     let dir = TempDir::new("outputs-fail");
     let q = inputs(&dir);
     let (o, w, l) = (dir.arg("o.npy"), dir.arg("w.npy"), dir.arg("l.npy"));
-    let args = [
-        "run",
-        "--q",
-        &q,
-        "--k",
-        &q,
-        "--v",
-        &q,
-        "--out",
-        &o,
-        "--lse",
-        &l,
-        "--weights",
-        &w,
-        "--backend",
-        "cpu",
-    ];
+    let args = RunArgs::new(&q)
+        .out(&o)
+        .flag("--lse", &l)
+        .flag("--weights", &w)
+        .backend("cpu")
+        .build();
     let out = cli_limited("trap '' XFSZ; ulimit -f 3", &args);
     let msg = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{msg}");
@@ -123,21 +84,11 @@ fn a_full_disk_exits_1_and_leaves_no_file() {
         disk.join("o.npy").to_string_lossy().into_owned(),
         disk.join("w.npy").to_string_lossy().into_owned(),
     );
-    let out = cli(&[
-        "run",
-        "--q",
-        &q,
-        "--k",
-        &q,
-        "--v",
-        &q,
-        "--out",
-        &o,
-        "--weights",
-        &w,
-        "--backend",
-        "cpu",
-    ]);
+    let out = cli(&RunArgs::new(&q)
+        .out(&o)
+        .flag("--weights", &w)
+        .backend("cpu")
+        .build());
     let left: Vec<_> = std::fs::read_dir(&disk)
         .unwrap()
         .map(|e| e.unwrap().file_name())

@@ -104,22 +104,41 @@ pub fn bottom_right_causal<'a>() -> AttentionOptions<'a> {
 }
 
 /// The masks and key lengths of [`EveryOption::cases`] for a batch of two with
-/// `lq` queries against `lk` keys (`lk` at least 702), made from `seed`.
+/// `lq` queries against `lk` keys, made from `seed`.
 pub struct EveryOption {
     keep: ArrayD<bool>,
     bias: ArrayD<f32>,
     lens: [u32; 2],
     lens_short: [u32; 2],
+    window: Window,
 }
 
 impl EveryOption {
+    /// For `lk` at least 702: the short key lengths are 700 and 1, under a 300,10 window.
     pub fn new(seed: u64, lq: usize, lk: usize) -> Self {
         assert!(lk > 701, "the short key lengths need more than 701 keys");
+        Self::with_short_lens(seed, lq, lk, [700, 1], Window::new(300, 10))
+    }
+
+    /// As [`EveryOption::new`] for any `lk`: the short key lengths are `short` (each at
+    /// most `lk`), under `window`.
+    pub fn with_short_lens(
+        seed: u64,
+        lq: usize,
+        lk: usize,
+        short: [u32; 2],
+        window: Window,
+    ) -> Self {
+        assert!(
+            short.iter().all(|&n| n as usize <= lk),
+            "short key lengths {short:?} exceed {lk} keys"
+        );
         Self {
             keep: bool_mask(seed + 1, &[2, 1, lq, lk], 0.5),
             bias: additive_mask(seed + 2, &[lq, lk], 0.3),
             lens: [lk as u32 - 1, 0],
-            lens_short: [700, 1],
+            lens_short: short,
+            window,
         }
     }
 
@@ -161,7 +180,7 @@ impl EveryOption {
                 "kv_lens short, window",
                 AttentionOptions {
                     kv_lens: Some(&self.lens_short),
-                    window: Some(Window::new(300, 10)),
+                    window: Some(self.window),
                     alignment: Alignment::BottomRight,
                     ..Default::default()
                 },

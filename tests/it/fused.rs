@@ -72,6 +72,7 @@ fn weights_come_from_the_log_sum_exp_under_every_mask() {
     // grouped heads, a head dim that is not a multiple of four, keys not a multiple of
     // the pass's four keys per invocation.
     let (q, k, v) = qkv(301, (2, 4, 2), (13, 37), (7, 5));
+    let every = EveryOption::with_short_lens(310, 13, 37, [20, 1], Window::new(6, 1));
     let lens = [37u32, 9];
     let bias = Array4::from_shape_fn((2, 1, 13, 37), |(b, _, i, j)| {
         if (i + j + b) % 5 == 0 {
@@ -81,8 +82,8 @@ fn weights_come_from_the_log_sum_exp_under_every_mask() {
         }
     })
     .into_dyn();
-    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
-        ("plain", AttentionOptions::default()),
+    let mut cases = every.cases();
+    cases.extend([
         ("causal bottom-right", bottom_right_causal()),
         (
             "window 4,2 and key lengths",
@@ -100,7 +101,7 @@ fn weights_come_from_the_log_sum_exp_under_every_mask() {
                 ..Default::default()
             },
         ),
-    ];
+    ]);
     for (what, extra) in cases {
         let opts = fused(AttentionOptions {
             return_weights: true,
@@ -125,7 +126,7 @@ fn weights_split_across_chunks_land_where_they_belong() {
 }
 
 #[test]
-fn alignments_windows_and_scale() {
+fn alignments_and_windows() {
     let (q, k, v) = qkv(400, (2, 2, 2), (37, 70), (16, 24));
     let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
         ("causal bottom-right", bottom_right_causal()),
@@ -155,13 +156,6 @@ fn alignments_windows_and_scale() {
                 ..Default::default()
             },
         ),
-        (
-            "scale 0.3",
-            AttentionOptions {
-                scale: Some(0.3),
-                ..Default::default()
-            },
-        ),
     ];
     for (what, opts) in cases {
         check_against_reference(what, &q, &k, &v, &fused(opts));
@@ -181,13 +175,15 @@ fn alignments_windows_and_scale() {
 
 #[test]
 fn masks_and_key_lengths() {
+    // Every option, then masks of other ranks and combinations.
     let (q, k, v) = qkv(500, (2, 4, 2), (65, 66), (16, 16));
+    let every = EveryOption::with_short_lens(510, 65, 66, [40, 1], Window::new(20, 3));
     let b2 = bool_mask(501, &[65, 66], 0.6);
     let b4 = bool_mask(502, &[2, 1, 65, 66], 0.3);
     let add = additive_mask(503, &[2, 4, 65, 66], 0.2);
-    let lens = [66u32, 0];
     let lens_mid = [31u32, 65];
-    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+    let mut cases = every.cases();
+    cases.extend([
         (
             "bool 2d",
             AttentionOptions {
@@ -204,16 +200,9 @@ fn masks_and_key_lengths() {
             },
         ),
         (
-            "additive with -inf",
+            "additive 4d with -inf",
             AttentionOptions {
                 mask: Some(Mask::Additive(add.view())),
-                ..Default::default()
-            },
-        ),
-        (
-            "kv_lens with an empty batch",
-            AttentionOptions {
-                kv_lens: Some(&lens),
                 ..Default::default()
             },
         ),
@@ -225,7 +214,7 @@ fn masks_and_key_lengths() {
                 ..bottom_right_causal()
             },
         ),
-    ];
+    ]);
     for (what, opts) in cases {
         check_against_reference(what, &q, &k, &v, &fused(opts));
     }
@@ -321,19 +310,19 @@ fn auto_without_weights_matches_reference() {
 #[test]
 fn long_key_loops_stay_exact() {
     // Thousands of keys per workgroup: beyond what some software drivers let one
-    // invocation loop over, so such adapters split the keys into merged ranges.
-    let (q, k, v) = qkv(1100, (1, 2, 1), (40, 7000), (64, 32));
+    // invocation loop over, so such adapters split the keys into merged ranges; every
+    // option must survive the merge.
+    let (q, k, v) = qkv(1100, (2, 2, 1), (40, 7000), (64, 32));
+    let every = EveryOption::new(1110, 40, 7000);
     let keep = bool_mask(1101, &[40, 7000], 0.8);
-    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
-        ("plain", AttentionOptions::default()),
-        (
-            "bottom-right causal, bool mask",
-            AttentionOptions {
-                mask: Some(Mask::Bool(keep.view())),
-                ..bottom_right_causal()
-            },
-        ),
-    ];
+    let mut cases = every.cases();
+    cases.push((
+        "bottom-right causal, bool mask",
+        AttentionOptions {
+            mask: Some(Mask::Bool(keep.view())),
+            ..bottom_right_causal()
+        },
+    ));
     for (what, opts) in cases {
         check_against_reference(what, &q, &k, &v, &fused(opts));
     }

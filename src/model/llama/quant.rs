@@ -18,10 +18,49 @@
 
 use half::f16;
 
-use crate::model::llama::gguf::GgmlType;
-
 /// The tensor types this crate reads, as error messages name them.
 pub const SUPPORTED: &str = "F32, F16, Q4_0, Q4_1, Q8_0, Q4_K and Q6_K";
+
+/// A ggml tensor element type, by its number in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GgmlType(pub u32);
+
+impl GgmlType {
+    pub const F32: Self = Self(0);
+    pub const F16: Self = Self(1);
+    pub const Q4_0: Self = Self(2);
+    pub const Q4_1: Self = Self(3);
+    pub const Q8_0: Self = Self(8);
+    pub const Q4_K: Self = Self(12);
+    pub const Q6_K: Self = Self(14);
+
+    /// ggml's name of the type (`Q4_1`), or `type N` for one this reader does not know.
+    pub fn name(self) -> String {
+        const NAMES: [&str; 31] = [
+            "F32", "F16", "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q2_K",
+            "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S",
+            "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M",
+            "BF16",
+        ];
+        NAMES
+            .get(self.0 as usize)
+            .map_or_else(|| format!("type {}", self.0), |s| (*s).to_string())
+    }
+
+    /// (elements per block, bytes per block) for the types this crate reads.
+    pub fn block(self) -> Option<(u64, u64)> {
+        match self {
+            Self::F32 => Some((1, 4)),
+            Self::F16 => Some((1, 2)),
+            Self::Q4_0 => Some((32, 18)),
+            Self::Q4_1 => Some((32, 20)),
+            Self::Q8_0 => Some((32, 34)),
+            Self::Q4_K => Some((256, 144)),
+            Self::Q6_K => Some((256, 210)),
+            _ => None,
+        }
+    }
+}
 
 fn f16_at(b: &[u8]) -> f32 {
     f16::from_le_bytes([b[0], b[1]]).to_f32()

@@ -8,8 +8,8 @@
 //! The q and k rows keep llama.cpp's order, which pairs adjacent elements of each head
 //! for RoPE (see `rope.rs`).
 
-use crate::model::llama::gguf::{GgmlType, Gguf, Value};
-use crate::model::llama::quant;
+use crate::model::llama::gguf::{Gguf, Value};
+use crate::model::llama::quant::{self, GgmlType};
 use crate::model::ModelError;
 
 /// The hyper-parameters of a llama-family model.

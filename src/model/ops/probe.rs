@@ -6,7 +6,7 @@ use ndarray::{ArrayViewD, IxDyn};
 
 use super::glue::{read_tensors, submit, upload_ids};
 use super::{OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel, QuantMatrix};
-use crate::model::llama::gguf::GgmlType;
+use crate::model::llama::quant::GgmlType;
 use crate::model::ModelError;
 use crate::{GpuContext, GpuTensor};
 

@@ -46,7 +46,7 @@ fn params_uniform() -> UniformLayout {
 /// The gather, built for one table's type.
 pub(crate) struct QuantEmbedKernel {
     pipe: Arc<KernelPipeline>,
-    ty: crate::model::llama::gguf::GgmlType,
+    ty: crate::model::llama::quant::GgmlType,
 }
 
 impl QuantEmbedKernel {

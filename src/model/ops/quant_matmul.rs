@@ -17,7 +17,7 @@ use super::glue::{
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
 use crate::error::{AttentionError, Result};
-use crate::model::llama::gguf::GgmlType;
+use crate::model::llama::quant::GgmlType;
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, x, the weight words, y, the norm's weight, the RoPE table, the key

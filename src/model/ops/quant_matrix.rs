@@ -4,7 +4,7 @@
 
 use super::glue::upload_words;
 use crate::error::{AttentionError, Result};
-use crate::model::llama::gguf::GgmlType;
+use crate::model::llama::quant::GgmlType;
 use crate::GpuContext;
 
 /// The types the quantized kernels decode, with (elements, bytes) per block as the

@@ -5,8 +5,7 @@
 //! columns of a workgroup. Outputs start as NaN (see `quant_matmul_probe`).
 
 use half::f16;
-use wgpu_attention::model::llama::gguf::GgmlType;
-use wgpu_attention::model::llama::quant::dequantize;
+use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
 use wgpu_attention::model::{quant_embed_probe, quant_matmul_probe};
 
 use crate::common::{ctx, Rng};

@@ -3,8 +3,7 @@
 
 use std::path::PathBuf;
 
-use wgpu_attention::model::llama::gguf::GgmlType;
-use wgpu_attention::model::llama::quant::dequantize;
+use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len() / 2)

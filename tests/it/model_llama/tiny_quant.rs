@@ -3,7 +3,7 @@
 //! the float64 CPU pass on the same blocks dequantized on the host.
 
 use ndarray::Array1;
-use wgpu_attention::model::llama::gguf::GgmlType;
+use wgpu_attention::model::llama::quant::GgmlType;
 use wgpu_attention::model::llama::{LlamaConfig, LlamaModel};
 use wgpu_attention::model::{GenerateOptions, Sampling};
 

@@ -14,7 +14,7 @@ mod pass;
 
 use ndarray::{Array1, Array2, Array4, ArrayViewD, IxDyn};
 
-use crate::model::llama::gguf::GgmlType;
+use crate::model::llama::quant::GgmlType;
 use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
