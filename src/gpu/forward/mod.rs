@@ -4,7 +4,7 @@
 //! (`kernels/plan.rs`) and bindings (`chunk_bindings.rs`), and the forward of each path
 //! (`paths/`). `io.rs` holds what every record function is handed. Choosing among
 //! configurations lives here too, since it runs the paths it chooses between: the
-//! tuner (`tune.rs`, timing candidates on zero-filled buffers from `zero_run.rs`) and
+//! tuner (`tune/`, timing candidates on zero-filled buffers from `zero_run.rs`) and
 //! the probe of how many keys a driver lets one invocation loop over (`budget.rs`).
 
 pub(crate) mod budget;

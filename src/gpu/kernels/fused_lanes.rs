@@ -415,8 +415,8 @@ fn block_pv(w: &mut impl FnMut(String), v: Variant, ind: &str, guarded: bool) {
     }
 }
 
-/// Query rows per invocation the candidates use (`tune.rs`; its tests check they are
-/// among these).
+/// Query rows per invocation the candidates may use (`tune/candidates.rs`; `fits` refuses
+/// any other, so that the kernel table lists every variant the launcher can make).
 pub(crate) const ROW_CHOICES: [u32; 3] = [4, 8, 16];
 
 /// Every variant the launcher can make, for the kernel table: both storage types, both

@@ -1,0 +1,222 @@
+//! The tuner's candidates: every configuration of the fused, decode and subgroup decode
+//! kernels it may pick, in the general order, and the orders CPU adapters prefer, named
+//! by value so that reordering a table cannot change what a preference means.
+
+use crate::gpu::device::context::GpuContext;
+use crate::gpu::kernels::decode::DecodeCandidate;
+use crate::gpu::kernels::decode_subgroup::{DecodeChoice, SubgroupDecodeCandidate};
+use crate::gpu::kernels::fused::{FusedConfig, FusedKind};
+use crate::gpu::kernels::fused_lanes::LanesShape;
+use crate::gpu::kernels::fused_tiled::TiledShape;
+// Candidates become routes only to be timed, which the web cannot do.
+#[cfg(not(target_arch = "wasm32"))]
+use crate::error::Result;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::forward::resolve;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::forward::route::Route;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::kernels::elem::Elem;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::problem::Problem;
+
+pub(super) const fn fused(wg: u32, rows: u32, keys: u32) -> FusedConfig {
+    FusedConfig {
+        wg,
+        rows,
+        keys,
+        kind: FusedKind::Rows,
+    }
+}
+
+/// A fused_tiled.wgsl configuration: key groups, vec4s of D per chunk (0: Q resident),
+/// subgroup reductions.
+pub(super) const fn tiled(kg: u32, dc4: u32, subgroups: bool, row_fast: bool) -> FusedConfig {
+    FusedConfig {
+        wg: 16 * kg,
+        rows: 4,
+        keys: 4 * kg,
+        kind: FusedKind::Tiled(TiledShape {
+            kg,
+            dc4,
+            subgroups,
+            row_fast,
+        }),
+    }
+}
+
+/// A fused_lanes.wgsl configuration: the subgroup size it is built for (one subgroup per
+/// workgroup, keys per block) and query rows per invocation.
+pub(super) const fn lanes(sg: u32, rows: u32) -> FusedConfig {
+    FusedConfig {
+        wg: sg,
+        rows,
+        keys: sg,
+        kind: FusedKind::Lanes(LanesShape { sg, rows }),
+    }
+}
+
+/// Prefill candidates, most generally good first: the tiled kernel (Q resident where
+/// workgroup memory allows, else staged in chunks of D; the last with half the keys per
+/// tile for devices with 16 KiB of workgroup memory), then the row kernel. Its later,
+/// smaller tiles exist for large head dims on devices with little workgroup memory.
+pub(crate) const FUSED_CANDIDATES: &[FusedConfig] = &[
+    tiled(8, 0, true, false),
+    tiled(8, 0, false, false),
+    tiled(8, 8, true, false),
+    tiled(8, 4, false, false),
+    tiled(4, 4, false, false),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+    fused(64, 1, 32),
+    fused(32, 2, 32),
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    fused(64, 1, 16),
+    fused(64, 1, 8),
+    fused(32, 1, 4),
+    lanes(8, 8),
+    lanes(8, 4),
+    lanes(8, 16),
+];
+
+pub(super) const fn decode(
+    wg: u32,
+    key_groups: u32,
+    q_private: bool,
+    prefetch_v: bool,
+    workgroups: u32,
+) -> DecodeCandidate {
+    DecodeCandidate {
+        wg,
+        key_groups,
+        q_private,
+        prefetch_v,
+        workgroups,
+    }
+}
+
+/// Decode candidates: invocations (and keys per tile), key groups for weights·V, q rows
+/// in private memory, V prefetching, and how many workgroups to split the keys for.
+pub(crate) const DECODE_CANDIDATES: &[DecodeCandidate] = &[
+    decode(64, 4, false, false, 512),
+    decode(64, 4, false, true, 512),
+    decode(128, 8, false, false, 1024),
+    decode(64, 1, false, false, 256),
+    decode(64, 1, true, true, 64),
+    decode(32, 1, true, true, 64),
+    decode(64, 1, true, false, 64),
+    decode(32, 2, false, false, 256),
+];
+
+pub(super) const fn subgroup(wg: u32, d_split: u32, workgroups: u32) -> SubgroupDecodeCandidate {
+    SubgroupDecodeCandidate {
+        wg,
+        d_split,
+        workgroups,
+    }
+}
+
+/// Subgroup decode candidates (adapters with subgroups): invocations, lanes per key, and
+/// how many workgroups to split the keys for. Each fits only where `d_split` divides the
+/// smallest subgroup size and the workgroup is a multiple of the largest; the later ones
+/// serve adapters whose subgroups are 4 wide, or up to 128.
+pub(crate) const SUBGROUP_DECODE_CANDIDATES: &[SubgroupDecodeCandidate] = &[
+    subgroup(128, 8, 1024),
+    subgroup(64, 4, 512),
+    subgroup(256, 16, 1024),
+    subgroup(64, 8, 64),
+    subgroup(64, 4, 64),
+    subgroup(128, 4, 512),
+    subgroup(256, 4, 1024),
+];
+
+/// The candidates CPU adapters (software rasterisers) do best with, measured on
+/// lavapipe, where every lane's load from memory is its own scalar load and a subgroup
+/// broadcast is a register shuffle, named by value so that reordering the candidate
+/// tables cannot change what they mean (`cpu_preferences_name_candidates` checks that
+/// each is in its table). Untuned: the tiled kernel with row groups on neighbouring
+/// invocations, then the row kernel with many rows per invocation. For decoding: q rows in private memory, V prefetched, and few key
+/// ranges (few cores to fill). The tuner times the first four that fit; untuned calls
+/// take the first. The tiled shapes come first: as fast as the row kernel's best on
+/// lavapipe and a quarter of its compile time (measured with an empty shader cache, the
+/// demo's first call: 2.3 s of CPU against 5.9 s).
+pub(super) const FUSED_CPU_FIRST: &[FusedConfig] = &[
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    lanes(8, 4),
+    lanes(8, 8),
+];
+
+/// When tuning: the lanes kernel first (4 rows per invocation, the quicker to compile,
+/// then 8 and 16), then [`FUSED_CPU_FIRST`]. It is several times the others' speed on
+/// lavapipe, but its unrolled source takes the driver about 11 s (4 rows per invocation)
+/// or 38 s (8 rows) to compile per head-dim class at D = 64 the first time (1 and 2.5 s
+/// once in Mesa's disk cache), against a second for the row kernel, and its 16-row shape
+/// minutes (timed only for long problems, `LanesShape::worth_timing`). Tuning pays that
+/// once per class by choice; an untuned call never does, so a first call stays quick.
+/// (More rows per invocation share each K and V load among more rows, and loads are what
+/// lavapipe is slowest at.) Only the lanes shapes built for the adapter's subgroup size
+/// fit, and only where its subgroups are fixed (not on the web, nor the GL backend).
+pub(super) const FUSED_CPU_TUNING_FIRST: &[FusedConfig] = &[
+    lanes(8, 4),
+    lanes(8, 8),
+    lanes(8, 16),
+    fused(16, 4, 32),
+    fused(32, 4, 16),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+];
+pub(super) const DECODE_CPU_FIRST: &[DecodeCandidate] = &[
+    decode(64, 1, true, true, 64),
+    decode(32, 1, true, true, 64),
+    decode(64, 1, true, false, 64),
+];
+/// CPU adapters have few cores to fill: few key ranges.
+pub(super) const SUBGROUP_DECODE_CPU_FIRST: &[SubgroupDecodeCandidate] =
+    &[subgroup(64, 8, 64), subgroup(64, 4, 64)];
+
+/// `list` in this adapter's preferred order: on CPU adapters the members of `cpu_first`
+/// first, in its order, then the rest in `list`'s.
+pub(super) fn ordered<T: Copy + PartialEq>(
+    ctx: &GpuContext,
+    list: &[T],
+    cpu_first: &[T],
+) -> Vec<T> {
+    if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+        return list.to_vec();
+    }
+    let first = cpu_first.iter().filter(|c| list.contains(c)).copied();
+    let rest = list.iter().filter(|c| !cpu_first.contains(c)).copied();
+    first.chain(rest).collect()
+}
+
+/// Candidates timed per class, at most.
+pub(super) const TIMED: usize = 4;
+/// Decode candidates of the kernel an adapter type does not prefer, timed besides.
+pub(super) const OTHER_DECODE_TIMED: usize = 2;
+
+/// One configuration to time.
+#[derive(Debug, Clone, Copy)]
+// The web has no timing (see `timing.rs`), so nothing reads the configurations there.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+pub(super) enum Candidate {
+    Fused(FusedConfig),
+    Decode(DecodeChoice),
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Candidate {
+    /// This configuration made into a route for `p` (see `forward/resolve.rs`).
+    pub(super) async fn prepare(self, ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<Route> {
+        match self {
+            Candidate::Decode(d) => resolve::decode(ctx, p, elem, d).await,
+            Candidate::Fused(f) => resolve::fused(ctx, p, elem, f).await,
+        }
+    }
+}
