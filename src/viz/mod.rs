@@ -7,6 +7,7 @@
 //! head of a layer, or every layer × head: the model view). Both are plain strings, so the
 //! same code serves the command line (which also rasterises them to PNG) and a web page.
 //! [`word_attention`] aggregates token-level weights to whole words (the word view).
+//! [`attention_rollout`] follows attention through every layer (Abnar & Zuidema 2020).
 //! [`ColorScale`] maps a weight to a colour and a colour back to a weight, which is how
 //! tests read a rendered picture back.
 
@@ -14,6 +15,7 @@ mod colormap;
 mod grid;
 mod heatmap;
 mod probability;
+mod rollout;
 mod svg;
 mod words;
 
@@ -21,4 +23,5 @@ pub use colormap::{ColorScale, MASKED_RGB};
 pub use grid::Grid;
 pub use heatmap::{CellRect, Heatmap};
 pub use probability::check_probability_rows;
+pub use rollout::{attention_rollout, RolloutOptions};
 pub use words::word_attention;
