@@ -1,4 +1,4 @@
-//! `wgpu-attention model info|tokenize|attention|next|generate|embed|similarity`: real
+//! `wgpu-attention model info|tokenize|attention|rollout|next|generate|embed|similarity`: real
 //! pretrained models
 //! (a Hugging Face BERT directory or a llama-family GGUF file) on the GPU kernels or the
 //! fast f32 CPU path. Every input is checked before a device opens; outputs are written
@@ -9,6 +9,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use ndarray::Array4;
+use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+use wgpu_attention::AttentionError;
 use wgpu_attention::model::llama::ChatMessage;
 use wgpu_attention::model::{GenerateOptions, Model, ModelGpu, Sampling, StageTimes, Token};
 
@@ -16,7 +18,7 @@ use super::args::{Backend, ModelArg, ModelCommand, TextArg};
 use super::embed;
 use super::exit::CliError;
 use super::io::output::OutputSet;
-use super::model_common::{forward, gpu, load, to_cli, tokens};
+use super::model_common::{attention_of, forward, gpu, load, to_cli, tokens};
 use super::npy;
 use super::token_json;
 
@@ -46,6 +48,20 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             (out, tokens_out.as_deref()),
             *backend,
             (*repeat, *stages),
+        ),
+        ModelCommand::Rollout {
+            model,
+            text,
+            out,
+            tokens_out,
+            residual,
+            backend,
+        } => rollout(
+            model,
+            text,
+            (out, tokens_out.as_deref()),
+            *residual,
+            *backend,
         ),
         ModelCommand::Next {
             model,
@@ -239,6 +255,55 @@ fn attention(
         upload_s * 1e3,
         first * 1e3,
     );
+    Ok(())
+}
+
+fn rollout(
+    model: &ModelArg,
+    text: &TextArg,
+    (out, tokens_out): (&Path, Option<&Path>),
+    residual: f64,
+    backend: Backend,
+) -> Result<(), CliError> {
+    let options = RolloutOptions {
+        residual,
+        ..RolloutOptions::default()
+    };
+    // A library error about the residual is the flag's; any other is the forward pass's.
+    let to_cli_rollout = |e: AttentionError| match e {
+        AttentionError::InvalidOption {
+            arg: "residual",
+            detail,
+        } => CliError::input("--residual", detail),
+        other => CliError::runtime(format!("rollout of the model's attention: {other}")),
+    };
+    options.validate().map_err(to_cli_rollout)?;
+    // Claimed first: a colliding or unwritable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let out_slot = files.claim("--out", out)?;
+    let tokens_slot = tokens_out
+        .map(|p| files.claim_text("--tokens-out", p))
+        .transpose()?;
+    let (probs, tokens) = attention_of(model, text, backend)?;
+    let r = attention_rollout(probs.view().into_dyn(), &options).map_err(to_cli_rollout)?;
+    npy::write(&mut files, out_slot, &r)?;
+    if let Some(slot) = tokens_slot {
+        let json = token_json::to_json(&text.text, &tokens);
+        files.write(slot, |w| w.write_all(&json))?;
+    }
+    // Standard output may be carrying the array.
+    let to_stderr = files.uses_stdout();
+    files.commit()?;
+    let (layers, _, n, _) = probs.dim();
+    let summary = format!(
+        "{}: float32 ({n}, {n}) attention rollout of {n} tokens through {layers} layers (residual {residual})",
+        out.display()
+    );
+    if to_stderr {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     Ok(())
 }
 

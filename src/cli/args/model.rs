@@ -74,6 +74,42 @@ pub enum ModelCommand {
         #[arg(long)]
         stages: bool,
     },
+    /// Attention rollout (Abnar & Zuidema 2020): how much each token draws on each input
+    /// token through all layers, as one (L, L) matrix. Each layer's attention A (the mean
+    /// over its heads) becomes B = (1 - r)·A + r·I, r the residual weight (0.5: the
+    /// identity added and the rows renormalised), and R = B[last] ⋯ B[1]·B[0], the first
+    /// layer on the right; computed in float64. Rows sum to 1; a causal model's R is
+    /// lower-triangular. `heatmap --weights R.npy` draws it.
+    #[command(
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention model rollout --model minilm --text \"The cat sat on the mat\" --out R.npy --tokens-out T.json\n  wgpu-attention heatmap --weights R.npy --tokens T.json --values --title \"rollout\" --out rollout.svg"
+        )
+    )]
+    Rollout {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+        /// Where to write the rollout: float32 (L, L); `-` is standard output.
+        #[arg(long, value_name = "R.npy")]
+        out: PathBuf,
+        /// Also write the token strings as a JSON list (special tokens included).
+        #[arg(long, value_name = "T.json")]
+        tokens_out: Option<PathBuf>,
+        /// The weight r of the identity (the residual connection), in [0, 1].
+        #[arg(
+            long,
+            value_name = "R",
+            default_value_t = 0.5,
+            allow_negative_numbers = true
+        )]
+        residual: f64,
+        /// Where to compute: the GPU kernels or the fast f32 CPU path.
+        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+        backend: Backend,
+    },
     /// The most likely next tokens after a text, with their probabilities (causal models).
     #[command(
         after_help = concat!(
