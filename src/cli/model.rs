@@ -9,10 +9,10 @@ use std::path::Path;
 use std::time::Instant;
 
 use ndarray::Array4;
-use wgpu_attention::viz::{attention_rollout, RolloutOptions};
-use wgpu_attention::AttentionError;
 use wgpu_attention::model::llama::ChatMessage;
 use wgpu_attention::model::{GenerateOptions, Model, ModelGpu, Sampling, StageTimes, Token};
+use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+use wgpu_attention::AttentionError;
 
 use super::args::{Backend, ModelArg, ModelCommand, TextArg};
 use super::embed;

@@ -532,6 +532,7 @@ fn help_is_one_text_and_ends_with_an_example() {
         &["model", "info"],
         &["model", "tokenize"],
         &["model", "attention"],
+        &["model", "rollout"],
         &["model", "next"],
         &["model", "generate"],
     ];

@@ -5,8 +5,9 @@ use std::process::Command;
 
 use crate::bert_tiny::{tiny_bert, HEADS, LAYERS, POSITIONS};
 use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
-use ndarray::Array4;
+use ndarray::{Array2, Array4, Ix2};
 use ndarray_npy::read_npy;
+use wgpu_attention::viz::{attention_rollout, RolloutOptions};
 
 fn model_dir(t: &TempDir) -> String {
     crate::bert_tiny::write_dir(&t.path("tiny"), &tiny_bert(1));
@@ -179,6 +180,107 @@ fn bad_model_input_exits_2_naming_the_flag() {
         .to_vec(),
         "--temperature",
     );
+}
+
+/// `model rollout` writes the rollout of the attention `model attention` writes (one
+/// (L, L) matrix with rows summing to 1), on both backends, and `heatmap` draws it.
+#[test]
+fn rollout_is_the_rollout_of_the_attention_and_heatmap_draws_it() {
+    let t = TempDir::new("model-rollout");
+    let m = model_dir(&t);
+    let text = "the cat ate the fish";
+    for backend in ["gpu", "cpu"] {
+        let (a, r, tok) = (
+            t.arg(&format!("a-{backend}.npy")),
+            t.arg(&format!("r-{backend}.npy")),
+            t.arg(&format!("t-{backend}.json")),
+        );
+        let common = ["--model", &m, "--text", text, "--backend", backend];
+        ok(&[&["model", "attention", "--out", &a][..], &common].concat());
+        let summary = ok(&[
+            &["model", "rollout", "--out", &r, "--tokens-out", &tok][..],
+            &common,
+        ]
+        .concat());
+        assert!(summary.contains("(7, 7) attention rollout"), "{summary}");
+        let probs: Array4<f32> = read_npy(&a).expect("A.npy");
+        let got: Array2<f32> = read_npy(&r).expect("R.npy");
+        assert_eq!(got.dim(), (7, 7));
+        for row in got.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-5, "{row}");
+        }
+        let want = attention_rollout(probs.view().into_dyn(), &RolloutOptions::default())
+            .unwrap()
+            .into_dimensionality::<Ix2>()
+            .unwrap();
+        // The same forward pass twice: the same probabilities, so the same rollout.
+        assert_eq!(got, want, "{backend}");
+        let drawn = ok(&[
+            "heatmap",
+            "--weights",
+            &r,
+            "--tokens",
+            &tok,
+            "--values",
+            "--out",
+            "-",
+        ]);
+        assert!(
+            drawn.starts_with("<svg") && drawn.contains("[CLS]"),
+            "{backend}"
+        );
+        // The residual weight reaches the computation: r = 1 is the identity.
+        ok(&[
+            &["model", "rollout", "--out", &r, "--residual", "1"][..],
+            &common,
+        ]
+        .concat());
+        let id: Array2<f32> = read_npy(&r).expect("R.npy");
+        assert_eq!(id, Array2::<f32>::eye(7));
+    }
+}
+
+#[test]
+fn bad_rollout_input_exits_2_naming_the_flag() {
+    let t = TempDir::new("model-rollout-bad");
+    let m = model_dir(&t);
+    let out = t.arg("r.npy");
+    let tok = t.arg("t.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["model", "rollout", "--model", &m, "--text", "the cat"];
+        args.extend(["--out", &out, "--tokens-out", &tok]);
+        args.extend(extra);
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let check = |what: &str, args: Vec<String>, needle: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_bad_input(what, &args, needle);
+        assert!(!t.path("r.npy").exists(), "{what}: an output was written");
+        assert!(!t.path("t.json").exists(), "{what}: an output was written");
+    };
+    for residual in ["-0.5", "1.5", "NaN", "inf"] {
+        check(residual, run(&["--residual", residual]), "--residual");
+    }
+    check("not a number", run(&["--residual", "half"]), "--residual");
+    check("bad backend", run(&["--backend", "tpu"]), "--backend");
+    let mut missing = run(&[]);
+    missing[3] = t.arg("nowhere");
+    check("missing model", missing, "--model");
+    let mut empty = run(&[]);
+    empty[5] = String::new();
+    check("empty text", empty, "--text");
+    let mut long = run(&[]);
+    long[5] = "the ".repeat(POSITIONS);
+    check("too long text", long, "--text");
+    let mut no_dir = run(&[]);
+    no_dir[7] = t.arg("no/such/dir/r.npy");
+    check("output directory missing", no_dir, "--out");
+    let mut same = run(&[]);
+    same[9] = out.clone();
+    check("one file for both outputs", same, "--tokens-out");
+    let mut no_out = run(&[]);
+    no_out.drain(6..8);
+    check("no --out", no_out, "--out");
 }
 
 #[test]
