@@ -6,7 +6,7 @@
 //! Bounds, per element against the float64 reference: attention probabilities within
 //! 2e-4 + 1e-3·|ref| (the bound) with rows summing to 1 within 1e-5; the last
 //! hidden state within 1e-4 + 1e-4·|ref| (its elements reach about 5.6); the sentence
-//! embedding within 1e-6 (its elements are about 0.05).
+//! embedding within 1e-6 (its elements are about 0.05); the attention rollout within 1e-5.
 
 use std::path::PathBuf;
 
@@ -221,6 +221,73 @@ fn cli_attention_on_the_cat_sentence_meets_the_bound() {
             raw,
             ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
         );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Attention rollout of "The cat sat on the mat" against the numpy float64 rollout of the
+/// numpy float64 forward pass (cat_rollout.npy, written by generate.py), within 1e-5 per
+/// element: from the float64 reference forward, the fast CPU forward, the GPU forward,
+/// and `model rollout` on both backends.
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn rollout_of_the_cat_sentence_matches_the_numpy_rollout() {
+    use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+    let want: Array2<f64> = read_npy(fixtures().join("cat_rollout.npy")).expect("npy");
+    let case = json("forward.json")
+        .into_iter()
+        .find(|c| c["name"] == "cat")
+        .expect("the cat sentence");
+    let ids = ids_of(&case);
+    let worst = |how: &str, got: &Array2<f32>| {
+        assert_eq!(got.dim(), want.dim(), "{how}: shape");
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(&g, &w)| (f64::from(g) - w).abs())
+            .fold(
+                0.0f64,
+                |m, d| if d.is_nan() { f64::INFINITY } else { m.max(d) },
+            );
+        assert!(d <= 1e-5, "{how}: rollout differs from numpy's by {d:e}");
+        println!("{how}: max |rollout - numpy| = {d:e}");
+    };
+    let rollout = |a: &Array4<f32>| -> Array2<f32> {
+        attention_rollout(a.view().into_dyn(), &RolloutOptions::default())
+            .expect("rollout")
+            .into_dimensionality()
+            .expect("(L, L)")
+    };
+    let m = minilm();
+    let reference = m.forward_reference(&ids, true).expect("reference forward");
+    worst(
+        "float64 cpu",
+        &rollout(&reference.attention.expect("attention")),
+    );
+    let cpu = m.forward_cpu(&ids, true).expect("cpu forward");
+    worst("fast cpu", &rollout(&cpu.attention.expect("attention")));
+    let gpu = m.upload(ctx()).expect("upload");
+    let out = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu forward");
+    worst("gpu", &rollout(&out.attention.expect("attention")));
+
+    let dir = std::env::temp_dir().join(format!("wgpu-attention-rollout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let r_path = dir.join("r.npy");
+    for backend in ["gpu", "cpu"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+            .args(["model", "rollout", "--model", "minilm"])
+            .args(["--text", "The cat sat on the mat", "--backend", backend])
+            .arg("--out")
+            .arg(&r_path)
+            .output()
+            .expect("run wgpu-attention");
+        assert!(
+            out.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: Array2<f32> = read_npy(&r_path).expect("R.npy");
+        worst(&format!("cli {backend}"), &r);
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
