@@ -339,3 +339,45 @@ fn the_weights_stay_quantized_on_the_device() {
         "{device} device bytes exceed 1.25 x the file's {file} tensor bytes"
     );
 }
+
+/// SmolLM2's attention rollout of "I love AI !" (causal): lower-triangular with its upper
+/// cells exactly 0, rows summing to 1, the first token drawing only on itself, and the
+/// GPU's within 1e-5 of the fast CPU path's and of the rollout of the numpy float64
+/// reference's attention.
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn rollout_of_i_love_ai_is_lower_triangular_on_both_backends() {
+    use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+    let rollout = |a: &Array4<f32>| -> ndarray::Array2<f32> {
+        attention_rollout(a.view().into_dyn(), &RolloutOptions::default())
+            .expect("rollout")
+            .into_dimensionality()
+            .expect("(L, L)")
+    };
+    let ids = ids_of("I love AI !");
+    let cpu = model().forward_cpu(&ids, true).expect("forward");
+    let gpu = pollster::block_on(gpu().forward(ctx(), &ids, true)).expect("forward");
+    let numpy: Array4<f32> =
+        ndarray_npy::read_npy(fixtures().join("attention_i_love_ai.npy")).expect("fixture");
+    let want = rollout(&numpy);
+    for (how, out) in [("fast cpu", cpu), ("gpu", gpu)] {
+        let r = rollout(&out.attention.expect("attention"));
+        assert_eq!(r.dim(), (ids.len(), ids.len()), "{how}");
+        for ((i, j), &w) in r.indexed_iter() {
+            if j > i {
+                assert_eq!(w, 0.0, "{how}: ({i}, {j})");
+            }
+        }
+        assert!((r[[0, 0]] - 1.0).abs() < 1e-6, "{how}: {}", r[[0, 0]]);
+        for row in r.rows() {
+            assert!((row.sum() - 1.0).abs() < 1e-5, "{how}: {row}");
+        }
+        let d = r
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (g - w).abs())
+            .fold(0.0f32, f32::max);
+        assert!(d <= 1e-5, "{how}: {d:e} from the reference's rollout");
+        println!("{how}: max |rollout - rollout of the reference| = {d:e}");
+    }
+}
