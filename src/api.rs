@@ -166,7 +166,7 @@ pub async fn attention_gpu_async(
 }
 
 /// Runs attention on host arrays: uploads, one submission, one readback. With
-/// [`Precision::F16`] the arrays are uploaded as f16 directly: half the transfer, no
+/// [`crate::Precision::F16`] the arrays are uploaded as f16 directly: half the transfer, no
 /// conversion pass.
 ///
 /// # Errors

@@ -136,7 +136,8 @@ impl BertModel {
     /// [`BertModel::embed_cpu`] from token ids.
     ///
     /// # Errors
-    /// [`ModelError::Input`] for an empty list or a sentence that [`check_ids`] refuses.
+    /// [`ModelError::Input`] for an empty list or a sentence that is empty, longer than the
+    /// model's positions or holds an id outside its vocabulary.
     pub fn embed_ids_cpu(&self, sentences: &[Vec<u32>]) -> Result<Array2<f64>, ModelError> {
         self.embed_ids_on::<f32>(sentences)
     }
@@ -176,8 +177,8 @@ impl BertGpu {
     /// length, so a sentence's embedding does not depend on its batch.
     ///
     /// # Errors
-    /// [`ModelError::Input`] for an empty list, a batch of 0, or ids [`check_ids`]
-    /// refuses; [`ModelError::Attention`] when the device fails.
+    /// [`ModelError::Input`] for an empty list, a batch of 0, or a sentence that is empty,
+    /// longer than the model's positions or holds an id outside its vocabulary; [`ModelError::Attention`] when the device fails.
     pub async fn embed_ids(
         &self,
         ctx: &GpuContext,

@@ -256,7 +256,8 @@ impl LlamaModel {
     /// matrix products over threads and the crate's CPU flash attention.
     ///
     /// # Errors
-    /// As [`LlamaModel::check_ids`]; [`ModelError::Attention`] when the attention outputs
+    /// [`ModelError::Input`] for ids that are empty, outside the vocabulary or longer than
+    /// the context; [`ModelError::Attention`] when the attention outputs
     /// do not fit in memory.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
         self.forward_on::<f32>(ids, attention)
