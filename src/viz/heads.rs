@@ -84,7 +84,8 @@ fn one_head(m: ArrayView2<f32>) -> (f64, f64, f64, Vec<f64>) {
         .outer_iter()
         .map(|row| row.iter().map(|&w| xlogx(f64::from(w))).sum())
         .collect();
-    let entropy = -plogp.iter().sum::<f64>() / n as f64;
+    // 0 − x rather than −x: a head of one-hot rows has entropy 0, not −0.
+    let entropy = 0.0 - plogp.iter().sum::<f64>() / n as f64;
     let previous = if n > 1 {
         (1..n).map(|i| f64::from(m[[i, i - 1]])).sum::<f64>() / (n - 1) as f64
     } else {
@@ -253,6 +254,7 @@ mod tests {
         assert_eq!((st.layers, st.heads, st.tokens), (1, 1, 5));
         let h = st.get(0, 0).unwrap();
         assert_eq!(h.entropy, 0.0);
+        assert!(h.entropy.is_sign_positive());
         assert_eq!(h.previous_token, 1.0);
         // Rows 0 and 1 put everything on token 0.
         assert!(close(h.first_token, 2.0 / 5.0), "{h:?}");
