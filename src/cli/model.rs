@@ -338,13 +338,20 @@ fn heads(
     // Standard output may be carrying the JSON.
     let to_stderr = files.uses_stdout();
     files.commit()?;
-    let table = heads_table(&stats).join("\n");
-    if to_stderr {
-        eprintln!("{table}");
+    let mut table = heads_table(&stats).join("\n");
+    table.push('\n');
+    let written = if to_stderr {
+        std::io::stderr().lock().write_all(table.as_bytes())
     } else {
-        println!("{table}");
+        std::io::stdout().lock().write_all(table.as_bytes())
+    };
+    match written {
+        // A reader that stopped early (`| head`) took all it wanted.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::runtime(format!("writing the table: {e}")))
+        }
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// `model heads`' table: a header, then one line per layer × head.
