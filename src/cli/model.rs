@@ -1,4 +1,4 @@
-//! `wgpu-attention model info|tokenize|attention|rollout|next|generate|embed|similarity`: real
+//! `wgpu-attention model info|tokenize|attention|rollout|heads|next|generate|embed|similarity`: real
 //! pretrained models
 //! (a Hugging Face BERT directory or a llama-family GGUF file) on the GPU kernels or the
 //! fast f32 CPU path. Every input is checked before a device opens; outputs are written
@@ -11,7 +11,7 @@ use std::time::Instant;
 use ndarray::Array4;
 use wgpu_attention::model::llama::ChatMessage;
 use wgpu_attention::model::{GenerateOptions, Model, ModelGpu, Sampling, StageTimes, Token};
-use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+use wgpu_attention::viz::{attention_rollout, head_stats, HeadStats, RolloutOptions};
 use wgpu_attention::AttentionError;
 
 use super::args::{Backend, ModelArg, ModelCommand, TextArg};
@@ -63,6 +63,12 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             *residual,
             *backend,
         ),
+        ModelCommand::Heads {
+            model,
+            text,
+            json,
+            backend,
+        } => heads(model, text, json.as_deref(), *backend),
         ModelCommand::Next {
             model,
             text,
@@ -305,6 +311,94 @@ fn rollout(
         println!("{summary}");
     }
     Ok(())
+}
+
+fn heads(
+    model: &ModelArg,
+    text: &TextArg,
+    json: Option<&Path>,
+    backend: Backend,
+) -> Result<(), CliError> {
+    // Claimed first: an unwritable output is bad input before any work.
+    let mut files = OutputSet::new();
+    let json_slot = json.map(|p| files.claim_text("--json", p)).transpose()?;
+    let (probs, tokens) = attention_of(model, text, backend)?;
+    let stats = head_stats(probs.view().into_dyn())
+        .map_err(|e| CliError::runtime(format!("head statistics of the model's attention: {e}")))?;
+    if let Some(slot) = json_slot {
+        let labels: Vec<&str> = tokens.iter().map(|t| t.text.as_str()).collect();
+        let doc = heads_json(&stats, &labels);
+        let bytes = serde_json::to_vec_pretty(&doc)
+            .map_err(|e| CliError::runtime(format!("head statistics as JSON: {e}")))?;
+        files.write(slot, |w| {
+            w.write_all(&bytes)?;
+            w.write_all(b"\n")
+        })?;
+    }
+    // Standard output may be carrying the JSON.
+    let to_stderr = files.uses_stdout();
+    files.commit()?;
+    let mut table = heads_table(&stats).join("\n");
+    table.push('\n');
+    let written = if to_stderr {
+        std::io::stderr().lock().write_all(table.as_bytes())
+    } else {
+        std::io::stdout().lock().write_all(table.as_bytes())
+    };
+    match written {
+        // A reader that stopped early (`| head`) took all it wanted.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::runtime(format!("writing the table: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `model heads`' table: a header, then one line per layer × head.
+fn heads_table(stats: &HeadStats) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{:>5} {:>4} {:>13} {:>10} {:>11} {:>7} {:>8}",
+        "layer", "head", "entropy(nats)", "prev-token", "first-token", "nearest", "distance"
+    )];
+    for h in &stats.stats {
+        let (nearest, distance) = h.nearest.map_or(("-".to_string(), "-".to_string()), |n| {
+            (
+                format!("{}:{}", n.layer, n.head),
+                format!("{:.4}", n.distance),
+            )
+        });
+        lines.push(format!(
+            "{:>5} {:>4} {:>13.4} {:>10.4} {:>11.4} {nearest:>7} {distance:>8}",
+            h.layer, h.head, h.entropy, h.previous_token, h.first_token
+        ));
+    }
+    lines
+}
+
+/// `model heads --json`: the tokens and one object per layer × head, layer-major.
+fn heads_json(stats: &HeadStats, tokens: &[&str]) -> serde_json::Value {
+    let heads: Vec<serde_json::Value> = stats
+        .stats
+        .iter()
+        .map(|h| {
+            serde_json::json!({
+                "layer": h.layer,
+                "head": h.head,
+                "entropy": h.entropy,
+                "previous_token": h.previous_token,
+                "first_token": h.first_token,
+                "nearest": h.nearest.map(|n| [n.layer, n.head]),
+                "distance": h.nearest.map(|n| n.distance),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "layers": stats.layers,
+        "heads_per_layer": stats.heads,
+        "tokens": tokens,
+        "entropy_unit": "nats",
+        "heads": heads,
+    })
 }
 
 fn next(

@@ -8,11 +8,14 @@
 //! same code serves the command line (which also rasterises them to PNG) and a web page.
 //! [`word_attention`] aggregates token-level weights to whole words (the word view).
 //! [`attention_rollout`] follows attention through every layer (Abnar & Zuidema 2020).
+//! [`head_stats`] sums up every head: entropy, previous- and first-token attention, and
+//! its nearest other head.
 //! [`ColorScale`] maps a weight to a colour and a colour back to a weight, which is how
 //! tests read a rendered picture back.
 
 mod colormap;
 mod grid;
+mod heads;
 mod heatmap;
 mod probability;
 mod rollout;
@@ -21,6 +24,7 @@ mod words;
 
 pub use colormap::{ColorScale, MASKED_RGB};
 pub use grid::Grid;
+pub use heads::{head_stats, HeadStat, HeadStats, NearestHead};
 pub use heatmap::{CellRect, Heatmap};
 pub use probability::check_probability_rows;
 pub use rollout::{attention_rollout, RolloutOptions};

@@ -7,7 +7,8 @@ use crate::bert_tiny::{tiny_bert, HEADS, LAYERS, POSITIONS};
 use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use ndarray::{Array2, Array4, Ix2};
 use ndarray_npy::read_npy;
-use wgpu_attention::viz::{attention_rollout, RolloutOptions};
+use serde_json::Value;
+use wgpu_attention::viz::{attention_rollout, head_stats, RolloutOptions};
 
 fn model_dir(t: &TempDir) -> String {
     crate::bert_tiny::write_dir(&t.path("tiny"), &tiny_bert(1));
@@ -281,6 +282,107 @@ fn bad_rollout_input_exits_2_naming_the_flag() {
     let mut no_out = run(&[]);
     no_out.drain(6..8);
     check("no --out", no_out, "--out");
+}
+
+/// `model heads` prints one line per layer × head and writes the same numbers as JSON:
+/// those of `viz::head_stats` on the attention `model attention` writes, on both backends.
+#[test]
+fn heads_are_the_head_stats_of_the_attention() {
+    let t = TempDir::new("model-heads");
+    let m = model_dir(&t);
+    let text = "the cat ate the fish";
+    for backend in ["gpu", "cpu"] {
+        let (a, j) = (
+            t.arg(&format!("a-{backend}.npy")),
+            t.arg(&format!("h-{backend}.json")),
+        );
+        let common = ["--model", &m, "--text", text, "--backend", backend];
+        ok(&[&["model", "attention", "--out", &a][..], &common].concat());
+        let table = ok(&[&["model", "heads", "--json", &j][..], &common].concat());
+        let probs: Array4<f32> = read_npy(&a).expect("A.npy");
+        let want = head_stats(probs.view().into_dyn()).unwrap();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 1 + LAYERS * HEADS, "{table}");
+        assert!(lines[0].contains("entropy") && lines[0].contains("nearest"));
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&j).expect("json")).expect("parses");
+        assert_eq!(doc["tokens"].as_array().unwrap().len(), 7);
+        assert_eq!(doc["tokens"][0], "[CLS]");
+        assert_eq!(doc["entropy_unit"], "nats");
+        let heads = doc["heads"].as_array().expect("heads");
+        assert_eq!(heads.len(), LAYERS * HEADS);
+        for ((h, line), got) in want.stats.iter().zip(&lines[1..]).zip(heads) {
+            let near = h.nearest.expect("more than one head");
+            // The same forward pass twice: the same probabilities, so the same numbers.
+            assert_eq!(got["layer"], h.layer);
+            assert_eq!(got["head"], h.head);
+            // serde_json's parser may be an ulp off the digits it wrote.
+            let same = |key: &str, want: f64| {
+                let x = got[key].as_f64().unwrap_or(f64::NAN);
+                assert!((x - want).abs() <= 1e-12, "{backend} {key}: {x} vs {want}");
+            };
+            same("entropy", h.entropy);
+            same("previous_token", h.previous_token);
+            same("first_token", h.first_token);
+            same("distance", near.distance);
+            assert_eq!(got["nearest"], serde_json::json!([near.layer, near.head]));
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            let shown = |x: f64| format!("{x:.4}");
+            assert_eq!(
+                cells,
+                [
+                    h.layer.to_string(),
+                    h.head.to_string(),
+                    shown(h.entropy),
+                    shown(h.previous_token),
+                    shown(h.first_token),
+                    format!("{}:{}", near.layer, near.head),
+                    shown(near.distance),
+                ],
+                "{backend}: {line}"
+            );
+        }
+        // With the JSON on standard output, the table goes to stderr.
+        let out = cli(&[&["model", "heads", "--json", "-"][..], &common].concat());
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let streamed: Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        assert_eq!(streamed, doc, "{backend}");
+        assert_eq!(stderr_of(&out).lines().count(), 1 + LAYERS * HEADS);
+    }
+}
+
+#[test]
+fn bad_heads_input_exits_2_naming_the_flag() {
+    let t = TempDir::new("model-heads-bad");
+    let m = model_dir(&t);
+    let json = t.arg("h.json");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["model", "heads", "--model", &m, "--text", "the cat"];
+        args.extend(["--json", &json]);
+        args.extend(extra);
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let check = |what: &str, args: Vec<String>, needle: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_bad_input(what, &args, needle);
+        assert!(!t.path("h.json").exists(), "{what}: an output was written");
+    };
+    check("bad backend", run(&["--backend", "tpu"]), "--backend");
+    let mut missing = run(&[]);
+    missing[3] = t.arg("nowhere");
+    check("missing model", missing, "--model");
+    let mut empty = run(&[]);
+    empty[5] = String::new();
+    check("empty text", empty, "--text");
+    let mut long = run(&[]);
+    long[5] = "the ".repeat(POSITIONS);
+    check("too long text", long, "--text");
+    let mut no_dir = run(&[]);
+    no_dir[7] = t.arg("no/such/dir/h.json");
+    check("output directory missing", no_dir, "--json");
+    let mut no_text = run(&[]);
+    no_text.drain(4..6);
+    check("no --text", no_text, "--text");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! Bounds, per element against the float64 reference: attention probabilities within
 //! 2e-4 + 1e-3·|ref| (the bound) with rows summing to 1 within 1e-5; the last
 //! hidden state within 1e-4 + 1e-4·|ref| (its elements reach about 5.6); the sentence
-//! embedding within 1e-6 (its elements are about 0.05); the attention rollout within 1e-5.
+//! embedding within 1e-6 (its elements are about 0.05); the attention rollout and the
+//! per-head statistics within 1e-5.
 
 use std::path::PathBuf;
 
@@ -288,6 +289,104 @@ fn rollout_of_the_cat_sentence_matches_the_numpy_rollout() {
         );
         let r: Array2<f32> = read_npy(&r_path).expect("R.npy");
         worst(&format!("cli {backend}"), &r);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Per-head statistics of "The cat sat on the mat" against numpy's float64 computation
+/// from cat_attention.npy (cat_head_stats.json, written by head_stats.py): entropy,
+/// previous- and first-token attention and the nearest head's distance within 1e-5, the
+/// nearest head the same; from the fixture's attention itself, the float64 reference
+/// forward, the fast CPU forward, the GPU forward, and `model heads --json` on both
+/// backends.
+#[test]
+#[ignore = "needs the fetched models: scripts/fetch-models.sh"]
+fn head_stats_of_the_cat_sentence_match_numpys() {
+    use wgpu_attention::viz::{head_stats, HeadStats};
+    let text = std::fs::read_to_string(fixtures().join("cat_head_stats.json")).expect("fixture");
+    let want: Value = serde_json::from_str(&text).expect("fixture json parses");
+    let want = want["heads"].as_array().expect("heads").clone();
+    assert_eq!(want.len(), 72);
+    let case = json("forward.json")
+        .into_iter()
+        .find(|c| c["name"] == "cat")
+        .expect("the cat sentence");
+    let ids = ids_of(&case);
+    // Compares a list of head objects in `model heads --json`'s layout.
+    let worst = |how: &str, got: &[Value]| {
+        assert_eq!(got.len(), want.len(), "{how}: heads");
+        let mut d = 0.0f64;
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(
+                (&g["layer"], &g["head"]),
+                (&w["layer"], &w["head"]),
+                "{how}"
+            );
+            assert_eq!(g["nearest"], w["nearest"], "{how}: nearest of {w}");
+            for key in ["entropy", "previous_token", "first_token", "distance"] {
+                let (x, y) = (g[key].as_f64(), w[key].as_f64().expect("number"));
+                let e = x.map_or(f64::INFINITY, |x| (x - y).abs());
+                d = if e.is_nan() { f64::INFINITY } else { d.max(e) };
+            }
+        }
+        assert!(
+            d <= 1e-5,
+            "{how}: head statistics differ from numpy's by {d:e}"
+        );
+        println!("{how}: max |head statistics - numpy| = {d:e}");
+    };
+    let as_json = |s: &HeadStats| -> Vec<Value> {
+        s.stats
+            .iter()
+            .map(|h| {
+                let n = h.nearest.expect("72 heads");
+                serde_json::json!({
+                    "layer": h.layer, "head": h.head, "entropy": h.entropy,
+                    "previous_token": h.previous_token, "first_token": h.first_token,
+                    "nearest": [n.layer, n.head], "distance": n.distance,
+                })
+            })
+            .collect()
+    };
+    let stats = |a: &Array4<f32>| as_json(&head_stats(a.view().into_dyn()).expect("stats"));
+    let fixture: Array4<f32> = read_npy(fixtures().join("cat_attention.npy")).expect("npy");
+    worst("fixture attention", &stats(&fixture));
+    let m = minilm();
+    let reference = m.forward_reference(&ids, true).expect("reference forward");
+    worst(
+        "float64 cpu",
+        &stats(&reference.attention.expect("attention")),
+    );
+    let cpu = m.forward_cpu(&ids, true).expect("cpu forward");
+    worst("fast cpu", &stats(&cpu.attention.expect("attention")));
+    let gpu = m.upload(ctx()).expect("upload");
+    let out = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu forward");
+    worst("gpu", &stats(&out.attention.expect("attention")));
+
+    let dir = std::env::temp_dir().join(format!("wgpu-attention-heads-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let j_path = dir.join("heads.json");
+    for backend in ["gpu", "cpu"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+            .args(["model", "heads", "--model", "minilm"])
+            .args(["--text", "The cat sat on the mat", "--backend", backend])
+            .arg("--json")
+            .arg(&j_path)
+            .output()
+            .expect("run wgpu-attention");
+        assert!(
+            out.status.success(),
+            "{backend}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 73);
+        let doc: Value =
+            serde_json::from_str(&std::fs::read_to_string(&j_path).expect("json")).expect("json");
+        assert_eq!(doc["tokens"].as_array().map(Vec::len), Some(8));
+        worst(
+            &format!("cli {backend}"),
+            doc["heads"].as_array().expect("heads"),
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -110,6 +110,31 @@ pub enum ModelCommand {
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
     },
+    /// Every head at a glance, one line per layer × head: its mean row entropy (nats,
+    /// natural log), its mean attention to the previous token (rows 1..L) and to the first
+    /// token, and the nearest other head in any layer by mean Jensen-Shannon distance
+    /// (natural log; 0 is identical rows, sqrt(ln 2) ≈ 0.83 the farthest) with that
+    /// distance; computed in float64.
+    #[command(
+        after_help = concat!(
+            super::help::outputs_help!(),
+            "\n\n",
+            "Example:\n  wgpu-attention model heads --model minilm --text \"The cat sat on the mat\" --json heads.json"
+        )
+    )]
+    Heads {
+        #[command(flatten)]
+        model: ModelArg,
+        #[command(flatten)]
+        text: TextArg,
+        /// Also write the numbers as JSON (the tokens, and one object per layer × head);
+        /// `-` is standard output, and the table goes to stderr then.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Where to compute: the GPU kernels or the fast f32 CPU path.
+        #[arg(long, value_enum, default_value_t = Backend::Gpu)]
+        backend: Backend,
+    },
     /// The most likely next tokens after a text, with their probabilities (causal models).
     #[command(
         after_help = concat!(
