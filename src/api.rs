@@ -5,11 +5,11 @@ use ndarray::ArrayView4;
 
 use crate::checked_call::{check_buffer_aliases, check_device_sizes, CheckedCall};
 use crate::error::{AttentionError, Result};
+use crate::gpu::call::{Call, CallInputs};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor;
 pub use crate::gpu::device::outputs::GpuOutputs;
 use crate::gpu::device::tensor::GpuTensor;
-use crate::gpu::forward::call::{Call, CallInputs};
 use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::kernels::elem::Elem;
 use crate::options::{AttentionOptions, KernelPath};

@@ -5,11 +5,11 @@
 //! nothing below sees [`AttentionOptions`] again.
 
 use crate::error::{AttentionError, Result};
+use crate::gpu::call::CallData;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::call::CallData;
-use crate::gpu::forward::route_table::{self, Chosen};
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::routing::table::{self as route_table, Chosen};
 use crate::options::{AttentionOptions, KernelPath, Precision};
 use crate::problem::{validate, MaskKind, Problem};
 

@@ -7,10 +7,10 @@ use std::sync::{Arc, OnceLock};
 
 use crate::checked_call::{check_buffer_aliases, CheckedCall};
 use crate::error::{AttentionError, Result};
+use crate::gpu::call::{CallInputs, Prepared};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
-use crate::gpu::forward::call::{CallInputs, Prepared};
 use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::forward::upload;
 use crate::gpu::kernels::elem::Elem;

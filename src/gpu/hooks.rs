@@ -6,16 +6,16 @@ use bytemuck::Zeroable;
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
-use crate::gpu::forward::budget::key_budget;
 use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::forward::paths::split_kv::FirstPass;
-use crate::gpu::forward::tune::fused_config;
 use crate::gpu::forward::zero_run::plain_problem;
 use crate::gpu::kernels::dispatch::{bind_group, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::params::Params;
 use crate::gpu::kernels::pipelines::pipeline;
 use crate::gpu::kernels::softmax;
+use crate::gpu::routing::budget::key_budget;
+use crate::gpu::routing::tune::fused_config;
 
 /// Records and submits one dispatch of a real kernel with one workgroup more than the
 /// device allows per dimension, inside the same error scopes every call uses, and
@@ -83,12 +83,12 @@ pub fn staged_plan_for_tests(
 /// adapter has no subgroups of at least `d_split` lanes.
 #[doc(hidden)]
 pub fn force_subgroup_decode_for_tests(ctx: &GpuContext, d_split: Option<u32>) {
-    crate::gpu::forward::tune::force_subgroup_decode(ctx, d_split);
+    crate::gpu::routing::tune::force_subgroup_decode(ctx, d_split);
 }
 
 /// Keys one workgroup of the fused kernel may loop over on this context, for f32 inputs
 /// of head dim `dim` in the configuration an untuned call takes; `None` where the adapter
-/// showed no limit (see `forward/budget.rs`). Tells which drivers cap shader loops, and so
+/// showed no limit (see `routing/budget.rs`). Tells which drivers cap shader loops, and so
 /// whether long key ranges run in one pass or as merged ranges.
 ///
 /// # Errors

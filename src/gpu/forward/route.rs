@@ -1,5 +1,5 @@
 //! A route: the kernels a call runs, decided and built. Deciding (tuning, probing,
-//! pipeline builds) is async and happens before (`route_table.rs`, `resolve.rs`);
+//! pipeline builds) is async and happens before (`routing/table.rs`, `routing/resolve.rs`);
 //! recording a route only encodes commands.
 
 use crate::error::Result;

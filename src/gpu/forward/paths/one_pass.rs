@@ -1,5 +1,5 @@
 //! The fused forward: one flash-attention dispatch per chunk, no score matrix. Where the
-//! adapter limits how many keys one workgroup may loop over (see `forward/budget.rs`), the
+//! adapter limits how many keys one workgroup may loop over (see `routing/budget.rs`), the
 //! fused path runs as split-KV instead (`split_kv.rs`); the route decides which.
 
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //!
 //! The first pass is decode.wgsl for decoding (lanes are keys), decode_subgroup.wgsl
 //! where the adapter has subgroups (groups of lanes share a key), or fused.wgsl with
-//! `PARTIAL` where the fused path must cut long key ranges (see `forward/budget.rs`).
+//! `PARTIAL` where the fused path must cut long key ranges (see `routing/budget.rs`).
 
 use std::sync::Arc;
 

@@ -12,11 +12,11 @@ use crate::gpu::kernels::fused_tiled::TiledShape;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::error::Result;
 #[cfg(not(target_arch = "wasm32"))]
-use crate::gpu::forward::resolve;
-#[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::forward::route::Route;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::gpu::kernels::elem::Elem;
+#[cfg(not(target_arch = "wasm32"))]
+use crate::gpu::routing::resolve;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::problem::Problem;
 
@@ -212,7 +212,7 @@ pub(super) enum Candidate {
 
 #[cfg(not(target_arch = "wasm32"))]
 impl Candidate {
-    /// This configuration made into a route for `p` (see `forward/resolve.rs`).
+    /// This configuration made into a route for `p` (see `routing/resolve.rs`).
     pub(super) async fn prepare(self, ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<Route> {
         match self {
             Candidate::Decode(d) => resolve::decode(ctx, p, elem, d).await,

@@ -8,10 +8,10 @@ use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
 use crate::gpu::forward::paths::from_lse::FromLse;
 use crate::gpu::forward::route::Route;
-use crate::gpu::forward::route_table::{self, Chosen};
 use crate::gpu::forward::upload;
 use crate::gpu::kernels::cast::Cast;
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::routing::table::{self as route_table, Chosen};
 use crate::options::{KernelPath, Mask};
 use crate::problem::Problem;
 

@@ -3,14 +3,14 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::tune::candidates::{
-    ordered, subgroup, Candidate, SUBGROUP_DECODE_CANDIDATES, SUBGROUP_DECODE_CPU_FIRST, TIMED,
-};
-use crate::gpu::forward::tune::choose::choose;
-use crate::gpu::forward::tune::class::ClassKey;
 use crate::gpu::kernels::decode_subgroup::DecodeChoice;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::subgroups::subgroup_sizes;
+use crate::gpu::routing::tune::candidates::{
+    ordered, subgroup, Candidate, SUBGROUP_DECODE_CANDIDATES, SUBGROUP_DECODE_CPU_FIRST, TIMED,
+};
+use crate::gpu::routing::tune::choose::choose;
+use crate::gpu::routing::tune::class::ClassKey;
 use crate::options::FusedKernel;
 use crate::problem::Problem;
 

@@ -7,12 +7,12 @@
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::paths::staged::{self, Staged};
-use crate::gpu::forward::resolve;
 use crate::gpu::forward::route::Route;
-use crate::gpu::forward::tune;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused;
 use crate::gpu::kernels::plan::Chunk;
+use crate::gpu::routing::resolve;
+use crate::gpu::routing::tune;
 use crate::options::KernelPath;
 use crate::problem::Problem;
 

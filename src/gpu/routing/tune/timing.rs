@@ -16,9 +16,9 @@ mod native {
     use crate::gpu::device::timer::Timer;
     use crate::gpu::forward::io::Recording;
     use crate::gpu::forward::route::Route;
-    use crate::gpu::forward::tune::candidates::Candidate;
     use crate::gpu::forward::zero_run::{plain_problem, ZeroRun};
     use crate::gpu::kernels::elem::Elem;
+    use crate::gpu::routing::tune::candidates::Candidate;
     use crate::problem::Problem;
 
     /// Rounds over all candidates after one untimed warm-up each (which compiles the
@@ -141,8 +141,8 @@ mod native {
 mod web {
     use crate::error::Result;
     use crate::gpu::device::context::GpuContext;
-    use crate::gpu::forward::tune::candidates::Candidate;
     use crate::gpu::kernels::elem::Elem;
+    use crate::gpu::routing::tune::candidates::Candidate;
     use crate::problem::Problem;
 
     pub(crate) async fn fastest_index(

@@ -24,17 +24,17 @@ pub(crate) use forcing::force_subgroup_decode;
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::tune::candidates::{
+use crate::gpu::kernels::decode_subgroup::DecodeChoice;
+use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::routing::tune::candidates::{
     ordered, Candidate, DECODE_CANDIDATES, DECODE_CPU_FIRST, FUSED_CANDIDATES, FUSED_CPU_FIRST,
     FUSED_CPU_TUNING_FIRST, OTHER_DECODE_TIMED, SUBGROUP_DECODE_CANDIDATES,
     SUBGROUP_DECODE_CPU_FIRST, TIMED,
 };
-use crate::gpu::forward::tune::choose::choose;
-use crate::gpu::forward::tune::class::ClassKey;
-use crate::gpu::forward::tune::forcing::{forced_decode, forced_subgroup_decode};
-use crate::gpu::kernels::decode_subgroup::DecodeChoice;
-use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::fused::FusedConfig;
+use crate::gpu::routing::tune::choose::choose;
+use crate::gpu::routing::tune::class::ClassKey;
+use crate::gpu::routing::tune::forcing::{forced_decode, forced_subgroup_decode};
 use crate::options::FusedKernel;
 use crate::problem::Problem;
 
@@ -116,10 +116,10 @@ mod tests {
     use crate::gpu::device::outputs::GpuOutputs;
     use crate::gpu::device::tensor::GpuTensor;
     use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
-    use crate::gpu::forward::resolve;
-    use crate::gpu::forward::tune::candidates::*;
     use crate::gpu::kernels::fused::FusedKind;
     use crate::gpu::kernels::subgroups::subgroup_sizes;
+    use crate::gpu::routing::resolve;
+    use crate::gpu::routing::tune::candidates::*;
     use crate::options::{Alignment, AttentionOptions};
     use crate::problem::validate;
     use crate::reference::attention_reference;

@@ -4,7 +4,6 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
-use crate::gpu::forward::budget::key_budget;
 use crate::gpu::forward::paths::one_pass::OnePass;
 use crate::gpu::forward::paths::split_kv::{FirstPass, KeyRanges, SplitKv};
 use crate::gpu::forward::route::Route;
@@ -12,10 +11,11 @@ use crate::gpu::kernels::decode_subgroup::DecodeChoice;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::subgroups::subgroup_sizes;
+use crate::gpu::routing::budget::key_budget;
 use crate::problem::Problem;
 
 /// The fused kernel with `cfg`: one pass, or, where the adapter limits how many keys one
-/// workgroup may loop over (see `forward/budget.rs`), key ranges merged like split-KV
+/// workgroup may loop over (see `routing/budget.rs`), key ranges merged like split-KV
 /// decoding.
 ///
 /// # Errors

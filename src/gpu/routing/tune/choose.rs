@@ -4,9 +4,9 @@
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::memo::Memoizable;
-use crate::gpu::forward::tune::candidates::Candidate;
-use crate::gpu::forward::tune::timing;
 use crate::gpu::kernels::elem::Elem;
+use crate::gpu::routing::tune::candidates::Candidate;
+use crate::gpu::routing::tune::timing;
 use crate::problem::Problem;
 
 pub(super) fn none_fits(kernel: &str, p: &Problem) -> AttentionError {
