@@ -1,6 +1,7 @@
 //! `wgpu-attention heatmap`: attention weights drawn as SVG or PNG, one matrix or a grid of
 //! small multiples, from a weights `.npy` (of `run --weights`, `mha --attn-weights` or
-//! `model attention`).
+//! `model attention`), or the difference of two such tensors (`--diff`) on a diverging
+//! scale.
 
 use std::path::Path;
 
@@ -81,6 +82,24 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
         }
         (None, None) => return Err(CliError::input("--weights", "give --weights or --model")),
     };
+    let diff = match &args.diff {
+        Some(path) => {
+            let b = npy::read_floats("--diff", path)?;
+            if b.shape() != weights.shape() {
+                return Err(CliError::input(
+                    "--diff",
+                    format!(
+                        "{} has shape {:?} but --weights has shape {:?}: a difference needs equal shapes",
+                        path.display(),
+                        b.shape(),
+                        weights.shape()
+                    ),
+                ));
+            }
+            Some(b)
+        }
+        None => None,
+    };
     // The sentence the title names: as typed, or its words, or the labels given.
     let sentence = match (&args.text, &labels) {
         (Some(text), _) => text.clone(),
@@ -92,16 +111,33 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
         (None, Some(l)) => l.labels.join(" "),
         (None, None) => String::new(),
     };
-    let (weights, key_labels) = if args.words {
-        to_words(args, &weights, labels)?
+    let (weights, diff, key_labels) = if args.words {
+        let diff = match diff {
+            Some(b) => Some(to_words(args, "--diff", &b, labels.clone())?.0),
+            None => None,
+        };
+        let (w, l) = to_words(args, "--weights", &weights, labels)?;
+        (w, diff, l)
     } else {
-        (weights, labels.map(|l| l.labels))
+        (weights, diff, labels.map(|l| l.labels))
     };
     let query_labels = split_labels(args.query_labels.as_deref());
     let svg = if args.grid {
-        grid_svg(args, &weights, key_labels.unwrap_or_default(), &sentence)?
+        grid_svg(
+            args,
+            &weights,
+            diff.as_ref(),
+            key_labels.unwrap_or_default(),
+            &sentence,
+        )?
     } else {
-        single_svg(args, &weights, (key_labels, query_labels), &sentence)?
+        single_svg(
+            args,
+            &weights,
+            diff.as_ref(),
+            (key_labels, query_labels),
+            &sentence,
+        )?
     };
     let bytes = match format {
         Format::Svg => svg.into_bytes(),
@@ -136,6 +172,7 @@ fn key_labels(args: &HeatmapArgs) -> Result<Option<TokenLabels>, CliError> {
 /// the words of `labels` (see [`word_attention`]).
 fn to_words(
     args: &HeatmapArgs,
+    flag: &'static str,
     weights: &ArrayD<f32>,
     labels: Option<TokenLabels>,
 ) -> Result<(ArrayD<f32>, Option<Vec<String>>), CliError> {
@@ -168,7 +205,7 @@ fn to_words(
         .map_err(|e| CliError::runtime(format!("reshaping the weights: {e}")))?;
     let mut out = Vec::with_capacity(count * ranges.len() * ranges.len());
     for (m, matrix) in flat.outer_iter().enumerate() {
-        probability(matrix, &format!("matrix {m}: "))?;
+        probability(matrix, flag, &format!("matrix {m}: "))?;
         let w =
             word_attention(matrix, &ranges, &ranges).map_err(|e| CliError::input("--tokens", e))?;
         out.extend(w.iter().copied());
@@ -264,16 +301,43 @@ fn as_matrix(a: &ArrayD<f32>) -> ArrayView2<'_, f32> {
     a.view().into_dimensionality::<Ix2>().expect("rank checked")
 }
 
-fn probability(m: ArrayView2<f32>, place: &str) -> Result<(), CliError> {
-    check_probability_rows(m).map_err(|e| CliError::input("--weights", format!("{place}{e}")))
+fn probability(m: ArrayView2<f32>, flag: &'static str, place: &str) -> Result<(), CliError> {
+    check_probability_rows(m).map_err(|e| CliError::input(flag, format!("{place}{e}")))
 }
 
-fn single_svg(
+/// The range of the diverging scale for the differences `d`: their largest magnitude, or
+/// 1 (the largest a difference of probabilities can be) when they are all 0.
+fn range_of(d: &ArrayD<f32>) -> f32 {
+    let r = d.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
+    if r > 0.0 {
+        r
+    } else {
+        1.0
+    }
+}
+
+/// What the title of a difference says: the two files, and the scale's range.
+fn diff_title(args: &HeatmapArgs, d: &ArrayD<f32>) -> (String, String) {
+    let name = |p: &Option<std::path::PathBuf>| {
+        p.as_deref()
+            .and_then(Path::file_name)
+            .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+    };
+    let files = format!("{} − {}", name(&args.weights), name(&args.diff));
+    let max = d.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
+    let range = if max == 0.0 {
+        "identical".to_string()
+    } else {
+        format!("scale ±max |A − B| = ±{max:.3e}")
+    };
+    (files, range)
+}
+
+/// The matrix `--layer` and `--head` pick from `weights`, and the names of the picks.
+fn select(
     args: &HeatmapArgs,
     weights: &ArrayD<f32>,
-    (key_labels, query_labels): (Option<Vec<String>>, Option<Vec<String>>),
-    sentence: &str,
-) -> Result<String, CliError> {
+) -> Result<(ArrayD<f32>, Vec<String>), CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
     let mut m = weights.clone();
@@ -292,8 +356,29 @@ fn single_svg(
     } else {
         refuse("--head", args.head, rank)?;
     }
+    Ok((m, names))
+}
+
+fn single_svg(
+    args: &HeatmapArgs,
+    weights: &ArrayD<f32>,
+    diff: Option<&ArrayD<f32>>,
+    (key_labels, query_labels): (Option<Vec<String>>, Option<Vec<String>>),
+    sentence: &str,
+) -> Result<String, CliError> {
+    let (m, names) = select(args, weights)?;
+    probability(as_matrix(&m), "--weights", &place(&names))?;
+    let (m, difference) = match diff {
+        Some(b) => {
+            let (mb, _) = select(args, b)?;
+            probability(as_matrix(&mb), "--diff", &place(&names))?;
+            let d = &m - &mb;
+            let range = range_of(&d);
+            (d, Some(range))
+        }
+        None => (m, None),
+    };
     let matrix = as_matrix(&m);
-    probability(matrix, &place(&names))?;
     let (lq, lk) = matrix.dim();
     let keys = key_labels.unwrap_or_default();
     if !keys.is_empty() && keys.len() != lk {
@@ -330,10 +415,17 @@ fn single_svg(
     };
     let mut h = Heatmap::new(matrix);
     // Name the sentence as typed (or its words), not its pieces.
-    h.title = args
-        .title
-        .clone()
-        .unwrap_or_else(|| default_title(&names, words_note(args), sentence));
+    h.title = args.title.clone().unwrap_or_else(|| match difference {
+        Some(_) => {
+            let (files, range) = diff_title(args, &m);
+            let mut parts = vec![files];
+            parts.extend(names.iter().cloned());
+            parts.push(range);
+            default_title(&parts, words_note(args), sentence)
+        }
+        None => default_title(&names, words_note(args), sentence),
+    });
+    h.difference = difference;
     h.row_labels = queries;
     h.col_labels = keys;
     h.values = args.values;
@@ -377,12 +469,12 @@ fn default_title(names: &[String], note: &str, sentence: &str) -> String {
 const GRID_PAGE: (f64, f64) = (1400.0, 900.0);
 const GRID_MAX_CELL: f64 = 24.0;
 
-fn grid_svg(
+/// `weights` as (layers, heads, Lq, Lk), with one layer where the tensor has none, and
+/// the layers' caption prefixes.
+fn as_layers(
     args: &HeatmapArgs,
     weights: &ArrayD<f32>,
-    labels: Vec<String>,
-    sentence: &str,
-) -> Result<String, CliError> {
+) -> Result<(ArrayD<f32>, Vec<String>), CliError> {
     check_rank(weights)?;
     let rank = weights.ndim();
     // As (layers, heads, Lq, Lk), with one layer where the tensor has none.
@@ -408,6 +500,46 @@ fn grid_svg(
             }
         },
     };
+    Ok((w4, layer_names))
+}
+
+/// Checks that every matrix of the (layers, heads, Lq, Lk) tensor `w4` is attention.
+fn check_layers(
+    w4: &ArrayD<f32>,
+    layer_names: &[String],
+    flag: &'static str,
+) -> Result<(), CliError> {
+    for (l, layer_name) in layer_names.iter().enumerate() {
+        for h in 0..w4.shape()[1] {
+            let m = w4
+                .slice(ndarray::s![l, h, .., ..])
+                .into_dimensionality::<Ix2>()
+                .expect("rank checked");
+            probability(m, flag, &format!("{layer_name}head {h}: "))?;
+        }
+    }
+    Ok(())
+}
+
+fn grid_svg(
+    args: &HeatmapArgs,
+    weights: &ArrayD<f32>,
+    diff: Option<&ArrayD<f32>>,
+    labels: Vec<String>,
+    sentence: &str,
+) -> Result<String, CliError> {
+    let (w4, layer_names) = as_layers(args, weights)?;
+    check_layers(&w4, &layer_names, "--weights")?;
+    let (w4, difference) = match diff {
+        Some(b) => {
+            let (b4, _) = as_layers(args, b)?;
+            check_layers(&b4, &layer_names, "--diff")?;
+            let d = &w4 - &b4;
+            let range = range_of(&d);
+            (d, Some(range))
+        }
+        None => (w4, None),
+    };
     let heads = w4.shape()[1];
     let mut panels = Vec::new();
     for (l, layer_name) in layer_names.iter().enumerate() {
@@ -416,7 +548,6 @@ fn grid_svg(
                 .slice(ndarray::s![l, h, .., ..])
                 .into_dimensionality::<Ix2>()
                 .expect("rank checked");
-            probability(m, &format!("{layer_name}head {h}: "))?;
             panels.push((format!("{layer_name}H{h}"), m));
         }
     }
@@ -436,11 +567,18 @@ fn grid_svg(
         } else {
             format!("every layer × head ({} × {heads})", layer_names.len())
         };
-        format!("{what}{}{sentence}", words_note(args))
+        match difference {
+            Some(_) => {
+                let (files, range) = diff_title(args, &w4);
+                format!("{files} · {what} · {range}{}{sentence}", words_note(args))
+            }
+            None => format!("{what}{}{sentence}", words_note(args)),
+        }
     });
     let (lq, lk) = (w4.shape()[2], w4.shape()[3]);
     let mut grid = Grid::new(title, panels, heads);
     grid.group = args.group;
+    grid.difference = difference;
     if lq == lk && labels.len() == lk {
         grid.row_labels = labels.clone();
         grid.col_labels = labels;

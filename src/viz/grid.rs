@@ -10,8 +10,8 @@ use std::fmt::Write;
 
 use ndarray::ArrayView2;
 
-use super::colormap::{ColorScale, MASKED_RGB};
-use super::heatmap::{legend, CellRect};
+use super::colormap::{ColorScale, DivergingScale};
+use super::heatmap::{cell_rgb, diverging_legend, legend, CellRect};
 use super::svg::{escape, text_width, FONT_FAMILY};
 
 const PAD: f64 = 12.0;
@@ -44,6 +44,9 @@ pub struct Grid<'a> {
     /// The keys' labels, drawn under the lowest thumbnail of each column when the cells
     /// are large enough (empty: none).
     pub col_labels: Vec<String>,
+    /// Draw signed differences instead of weights, on the diverging scale of ± this range
+    /// (see [`super::Heatmap::difference`]); `None` draws probabilities.
+    pub difference: Option<f32>,
 }
 
 impl<'a> Grid<'a> {
@@ -57,6 +60,7 @@ impl<'a> Grid<'a> {
             cell: 6.0,
             row_labels: Vec::new(),
             col_labels: Vec::new(),
+            difference: None,
         }
     }
 
@@ -220,6 +224,7 @@ impl<'a> Grid<'a> {
     /// The figure as a standalone SVG document.
     pub fn svg(&self) -> String {
         let scale = ColorScale::new();
+        let diverging = DivergingScale::new();
         let (width, height) = self.size();
         let (tw, th) = self.thumb_size();
         let columns = self.columns.max(1);
@@ -257,7 +262,7 @@ impl<'a> Grid<'a> {
                 escape(caption)
             );
             for ((i, j), &w) in m.indexed_iter() {
-                let rgb = if w == 0.0 { MASKED_RGB } else { scale.rgb(w) };
+                let rgb = cell_rgb(&scale, &diverging, self.difference, w);
                 let r = self.cell_rect(p, i, j);
                 let _ = writeln!(
                     s,
@@ -271,14 +276,15 @@ impl<'a> Grid<'a> {
             }
             self.labels(&mut s, p, m.dim());
         }
-        legend(
-            &mut s,
-            &scale,
-            // Beside the thumbnails, also when a long title makes the figure wider.
+        // Beside the thumbnails, also when a long title makes the figure wider.
+        let (lx, ly) = (
             self.content_width() - PAD - LEGEND_W + 10.0,
             PAD + TITLE_FONT * 1.8 + THUMB_FONT * 1.4,
-            legend_height(),
         );
+        match self.difference {
+            Some(range) => diverging_legend(&mut s, &diverging, range, lx, ly, legend_height()),
+            None => legend(&mut s, &scale, lx, ly, legend_height()),
+        }
         s.push_str("</svg>\n");
         s
     }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use ndarray::ArrayView2;
 
-use super::colormap::{ColorScale, MASKED_RGB};
+use super::colormap::{ColorScale, DivergingScale, MASKED_RGB};
 use super::svg::{escape, text_width, FONT_FAMILY};
 
 const LABEL_FONT: f64 = 14.0;
@@ -36,6 +36,10 @@ pub struct Heatmap<'a> {
     pub values: bool,
     /// Side of a cell in pixels.
     pub cell: f64,
+    /// Draw signed differences instead of weights: the diverging scale spans ± this
+    /// range (white at 0, red positive, blue negative), and no cell is masked. `None`
+    /// draws probabilities.
+    pub difference: Option<f32>,
 }
 
 impl<'a> Heatmap<'a> {
@@ -48,6 +52,7 @@ impl<'a> Heatmap<'a> {
             title: String::new(),
             values: false,
             cell: 36.0,
+            difference: None,
         }
     }
 
@@ -101,7 +106,7 @@ impl<'a> Heatmap<'a> {
     pub fn size(&self) -> (f64, f64) {
         let grid_w = self.weights.ncols() as f64 * self.cell;
         let grid_h = self.weights.nrows() as f64 * self.cell;
-        let legend_w = LEGEND_GAP + LEGEND_BAR + 8.0 + text_width("−∞ masked", VALUE_FONT + 1.0);
+        let legend_w = LEGEND_GAP + LEGEND_BAR + 8.0 + legend_text_width(self.difference);
         let title_w = text_width(&self.title, TITLE_FONT) + 2.0 * PAD;
         let width = (self.grid_x() + grid_w + legend_w + PAD).max(title_w);
         let height = self.grid_y() + grid_h.max(legend_height(grid_h) + 40.0) + PAD;
@@ -111,6 +116,7 @@ impl<'a> Heatmap<'a> {
     /// The figure as a standalone SVG document.
     pub fn svg(&self) -> String {
         let scale = ColorScale::new();
+        let diverging = DivergingScale::new();
         let (width, height) = self.size();
         let (gx, gy) = (self.grid_x(), self.grid_y());
         let (rows, cols) = self.weights.dim();
@@ -162,7 +168,8 @@ impl<'a> Heatmap<'a> {
         for i in 0..rows {
             for j in 0..cols {
                 let w = self.weights[[i, j]];
-                let rgb = if w == 0.0 { MASKED_RGB } else { scale.rgb(w) };
+                let rgb = cell_rgb(&scale, &diverging, self.difference, w);
+                let masked = w == 0.0 && self.difference.is_none();
                 let r = self.cell_rect(i, j);
                 let _ = writeln!(
                     s,
@@ -174,15 +181,19 @@ impl<'a> Heatmap<'a> {
                     ColorScale::hex(rgb),
                     escape(&self.row_names()[i]),
                     escape(&self.col_names()[j]),
-                    if w == 0.0 {
+                    if masked {
                         "masked (−∞)".to_string()
+                    } else if self.difference.is_some() {
+                        signed(format!("{w:+.4e}"))
                     } else {
                         format!("{w:.4}")
                     }
                 );
                 if self.values {
-                    let text = if w == 0.0 {
+                    let text = if masked {
                         "−∞".to_string()
+                    } else if let Some(range) = self.difference {
+                        difference_text(w, range)
                     } else {
                         format!("{w:.2}")
                     };
@@ -200,15 +211,73 @@ impl<'a> Heatmap<'a> {
                 }
             }
         }
-        legend(
-            &mut s,
-            &scale,
+        let (lx, lh) = (
             gx + cols as f64 * self.cell + LEGEND_GAP,
-            gy,
             rows as f64 * self.cell,
         );
+        match self.difference {
+            Some(range) => diverging_legend(&mut s, &diverging, range, lx, gy, lh),
+            None => legend(&mut s, &scale, lx, gy, lh),
+        }
         s.push_str("</svg>\n");
         s
+    }
+}
+
+/// The colour of a cell holding `w`: on the sequential scale (0 masked), or on the
+/// diverging one when `difference` gives its range.
+pub(crate) fn cell_rgb(
+    scale: &ColorScale,
+    diverging: &DivergingScale,
+    difference: Option<f32>,
+    w: f32,
+) -> [u8; 3] {
+    match difference {
+        Some(range) => diverging.rgb(w / range),
+        None if w == 0.0 => MASKED_RGB,
+        None => scale.rgb(w),
+    }
+}
+
+/// A signed number as printed: a true minus sign.
+fn signed(s: String) -> String {
+    s.replace('-', "−")
+}
+
+/// A difference as printed in its cell: two decimals when the range allows, else two
+/// significant digits.
+fn difference_text(w: f32, range: f32) -> String {
+    if w == 0.0 {
+        "0".to_string()
+    } else if range >= 0.05 {
+        signed(format!("{w:+.2}"))
+    } else {
+        signed(format!("{w:+.1e}"))
+    }
+}
+
+/// A tick of the diverging legend.
+fn tick_text(v: f64, range: f32) -> String {
+    if v == 0.0 {
+        "0".to_string()
+    } else if range >= 0.05 {
+        signed(format!("{v:+.3}"))
+    } else {
+        signed(format!("{v:+.2e}"))
+    }
+}
+
+/// The widest text beside the legend's bar.
+fn legend_text_width(difference: Option<f32>) -> f64 {
+    let font = VALUE_FONT + 1.0;
+    match difference {
+        Some(range) => [
+            text_width("A − B", font),
+            text_width(&tick_text(-(range as f64), range), font),
+        ]
+        .into_iter()
+        .fold(0.0, f64::max),
+        None => text_width("−∞ masked", font),
     }
 }
 
@@ -253,6 +322,49 @@ pub(crate) fn legend(s: &mut String, scale: &ColorScale, x: f64, y: f64, grid_h:
         r#"<text x="{:.1}" y="{:.1}" font-size="{VALUE_FONT}">−∞ masked</text>"#,
         x + LEGEND_BAR + 5.0,
         my + LEGEND_BAR * 0.7
+    );
+}
+
+/// A vertical colour bar of the diverging scale from +`range` (top) through 0 to
+/// −`range`, ticks at quarters, captioned "A − B".
+pub(crate) fn diverging_legend(
+    s: &mut String,
+    scale: &DivergingScale,
+    range: f32,
+    x: f64,
+    y: f64,
+    grid_h: f64,
+) {
+    let h = legend_height(grid_h);
+    let step = h / LEGEND_STEPS as f64;
+    for n in 0..LEGEND_STEPS {
+        let t = 1.0 - 2.0 * (n as f32 + 0.5) / LEGEND_STEPS as f32;
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x:.1}" y="{:.2}" width="{LEGEND_BAR}" height="{:.2}" fill="{}"/>"#,
+            y + n as f64 * step,
+            step + 0.3,
+            ColorScale::hex(scale.rgb(t))
+        );
+    }
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x:.1}" y="{y:.1}" width="{LEGEND_BAR}" height="{h:.1}" fill="none" stroke="#888"/>"##
+    );
+    for q in 0..=4 {
+        let v = (1.0 - q as f64 / 2.0) * range as f64;
+        let ty = y + q as f64 / 4.0 * h + VALUE_FONT * 0.35;
+        let _ = writeln!(
+            s,
+            r#"<text x="{:.1}" y="{ty:.1}" font-size="{VALUE_FONT}">{}</text>"#,
+            x + LEGEND_BAR + 5.0,
+            tick_text(v, range)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="{x:.1}" y="{:.1}" font-size="{VALUE_FONT}">A − B</text>"#,
+        y + h + 14.0 + LEGEND_BAR * 0.7
     );
 }
 

@@ -11,7 +11,8 @@
 //! [`head_stats`] sums up every head: entropy, previous- and first-token attention, and
 //! its nearest other head.
 //! [`ColorScale`] maps a weight to a colour and a colour back to a weight, which is how
-//! tests read a rendered picture back.
+//! tests read a rendered picture back; [`DivergingScale`] does the same for signed
+//! differences (`heatmap --diff`), white at 0.
 
 mod colormap;
 mod grid;
@@ -22,7 +23,7 @@ mod rollout;
 mod svg;
 mod words;
 
-pub use colormap::{ColorScale, MASKED_RGB};
+pub use colormap::{ColorScale, DivergingScale, MASKED_RGB};
 pub use grid::Grid;
 pub use heads::{head_stats, HeadStat, HeadStats, NearestHead};
 pub use heatmap::{CellRect, Heatmap};

@@ -15,6 +15,15 @@ use super::common::Backend;
 /// The weights come from a .npy file (--weights) or from a model run on a text (--model
 /// and --text: every layer and head of the model's attention, the tokens as labels).
 ///
+/// --diff B.npy draws --weights minus B instead (both of the same shape, both attention
+/// weights, the same --layer/--head/--grid picks from each): white is 0, red where the
+/// first is larger, blue where the second is, on a symmetric scale of ±max |A − B| that
+/// the legend and the title state. For two prompts of one token length, or one prompt
+/// through both backends:
+///   wgpu-attention model attention --model minilm --text "I love AI !" --backend cpu --out cpu.npy
+///   wgpu-attention model attention --model minilm --text "I love AI !" --backend gpu --out gpu.npy
+///   wgpu-attention heatmap --weights gpu.npy --diff cpu.npy --layer 0 --head 0 --values --out diff.svg
+///
 /// Tokens are labelled as people read them: a byte-level token's bytes decoded (a leading
 /// space shown as ␣, a newline as ↵), a character split over several tokens named once,
 /// on its first token, the rest marked ⋯, a WordPiece continuation with its ##.
@@ -29,6 +38,9 @@ pub struct HeatmapArgs {
     /// The attention weights: float .npy of rank 2 to 4 whose rows are probabilities.
     #[arg(long, value_name = "W.npy")]
     pub weights: Option<PathBuf>,
+    /// Draw --weights minus these weights (same shape) on a diverging scale centred on 0.
+    #[arg(long, value_name = "B.npy", requires = "weights")]
+    pub diff: Option<PathBuf>,
     /// Draw a model's own attention instead: a model directory, a .gguf file, or
     /// `minilm` / `smollm2` (fetched by scripts/fetch-models.sh). Needs --text.
     #[arg(long, value_name = "PATH", requires = "text", conflicts_with_all = ["tokens", "labels", "query_labels"])]
