@@ -4,7 +4,7 @@
 
 use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
 use ndarray::{s, Array2, Array4, Ix2};
-use wgpu_attention::viz::{ColorScale, Heatmap, MASKED_RGB};
+use wgpu_attention::viz::{ColorScale, DivergingScale, Heatmap, MASKED_RGB};
 
 /// Softmax rows of a seeded pseudo-random (layers, heads, L, L) tensor, causal when asked
 /// (so the upper triangle is exactly 0).
@@ -322,6 +322,258 @@ fn bad_input_exits_2_naming_the_flag_and_writes_nothing() {
     );
     assert!(
         !dir.path("o.svg").exists() && !dir.path("o.jpg").exists(),
+        "no output on bad input"
+    );
+}
+
+/// The colour of the PNG at `path` inside cell (`i`, `j`) of `h`'s figure, clear of the
+/// printed value.
+fn cell_pixel(path: &std::path::Path, h: &Heatmap, i: usize, j: usize) -> [u8; 3] {
+    let (width, rgba) = decode_png(path);
+    let r = h.cell_rect(i, j);
+    let (x, y) = ((r.x + r.size / 2.0) as usize, (r.y + r.size * 0.2) as usize);
+    let p = &rgba[(y * width + x) * 4..][..3];
+    [p[0], p[1], p[2]]
+}
+
+#[test]
+fn a_diff_of_a_tensor_with_itself_draws_every_cell_white_and_says_identical() {
+    let dir = TempDir::new("diff-self");
+    let w = weights(2, 3, 4, true);
+    let file = dir.npy("w.npy", &w);
+    let png = dir.arg("d.png");
+    let run = cli(&[
+        "heatmap",
+        "--weights",
+        &file,
+        "--diff",
+        &file,
+        "--layer",
+        "1",
+        "--head",
+        "2",
+        "--out",
+        &png,
+    ]);
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    let zero = Array2::<f32>::zeros((4, 4));
+    let mut h = Heatmap::new(zero.view());
+    h.cell = 32.0;
+    for i in 0..4 {
+        for j in 0..4 {
+            assert_eq!(
+                cell_pixel(&dir.path("d.png"), &h, i, j),
+                DivergingScale::NEUTRAL_RGB,
+                "cell ({i}, {j}), masked or not, is white"
+            );
+        }
+    }
+    // The SVG of one matrix with its values, and of every layer × head.
+    let svg_out = dir.arg("d.svg");
+    let run = cli(&[
+        "heatmap",
+        "--weights",
+        &file,
+        "--diff",
+        &file,
+        "--layer",
+        "0",
+        "--head",
+        "1",
+        "--values",
+        "--out",
+        &svg_out,
+    ]);
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    let svg = std::fs::read_to_string(dir.path("d.svg")).unwrap();
+    assert_eq!(
+        svg.matches(r#"text-anchor="middle" fill="black">0</text>"#)
+            .count(),
+        16,
+        "every cell prints 0"
+    );
+    assert!(svg.contains("w.npy − w.npy") && svg.contains("identical") && svg.contains("A − B"));
+    assert!(!svg.contains("−∞"), "a difference masks nothing");
+    let grid_out = dir.arg("g.svg");
+    let run = cli(&[
+        "heatmap",
+        "--weights",
+        &file,
+        "--diff",
+        &file,
+        "--grid",
+        "--out",
+        &grid_out,
+    ]);
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    let svg = std::fs::read_to_string(dir.path("g.svg")).unwrap();
+    let white = format!(
+        r#"fill="{}"/>"#,
+        ColorScale::hex(DivergingScale::NEUTRAL_RGB)
+    );
+    for caption in ["L0 H0", "L1 H2"] {
+        assert!(svg.contains(caption), "{caption} missing");
+    }
+    assert!(svg.contains("identical"));
+    // Every thumbnail cell is white: 2 × 3 heads of 4 × 4.
+    let cell_rects = svg
+        .lines()
+        .filter(|l| {
+            l.starts_with("<rect x=") && !l.contains("stroke") && !l.contains(r#"width="18""#)
+        })
+        .collect::<Vec<_>>();
+    assert_eq!(cell_rects.len(), 2 * 3 * 16, "{}", cell_rects.len());
+    assert!(
+        cell_rects.iter().all(|l| l.ends_with(&white)),
+        "every cell is white"
+    );
+}
+
+#[test]
+fn a_known_difference_gives_the_signed_colours_at_the_extremes() {
+    let dir = TempDir::new("diff-2x2");
+    let a = dir.npy("a.npy", &ndarray::array![[1.0f32, 0.0], [0.6, 0.4]]);
+    let b = dir.npy("b.npy", &ndarray::array![[0.2f32, 0.8], [0.4, 0.6]]);
+    let png = dir.arg("d.png");
+    let run = cli(&[
+        "heatmap",
+        "--weights",
+        &a,
+        "--diff",
+        &b,
+        "--values",
+        "--out",
+        &png,
+    ]);
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    // A − B = [[0.8, −0.8], [0.2, −0.2]] on a scale of ±0.8.
+    let d = ndarray::array![[0.8f32, -0.8], [0.2, -0.2]];
+    let mut h = Heatmap::new(d.view());
+    h.cell = 48.0;
+    let at = |i, j| cell_pixel(&dir.path("d.png"), &h, i, j);
+    assert_eq!(
+        at(0, 0),
+        DivergingScale::POSITIVE_RGB,
+        "the most positive cell"
+    );
+    assert_eq!(
+        at(0, 1),
+        DivergingScale::NEGATIVE_RGB,
+        "the most negative cell"
+    );
+    let scale = DivergingScale::new();
+    for (i, j, want) in [(1, 0, 0.25f32), (1, 1, -0.25)] {
+        let got = scale.value_of(at(i, j));
+        assert!(
+            (got - want).abs() <= 1.0 / 255.0 + 1e-6,
+            "cell ({i}, {j}): {got} vs {want}"
+        );
+    }
+    let svg_out = dir.arg("d.svg");
+    let run = cli(&[
+        "heatmap",
+        "--weights",
+        &a,
+        "--diff",
+        &b,
+        "--values",
+        "--out",
+        &svg_out,
+    ]);
+    assert!(run.status.success(), "{}", stderr_of(&run));
+    let svg = std::fs::read_to_string(dir.path("d.svg")).unwrap();
+    for text in [
+        ">+0.80<",
+        ">−0.80<",
+        ">+0.20<",
+        ">−0.20<",
+        "a.npy − b.npy",
+        "±8.000e-1",
+        "A − B",
+    ] {
+        assert!(svg.contains(text), "{text} missing");
+    }
+    assert!(svg.contains(&ColorScale::hex(DivergingScale::POSITIVE_RGB)));
+    assert!(svg.contains(&ColorScale::hex(DivergingScale::NEGATIVE_RGB)));
+}
+
+#[test]
+fn a_diff_of_another_shape_or_of_bad_weights_exits_2_naming_the_file_and_writes_nothing() {
+    let dir = TempDir::new("diff-bad");
+    let w = dir.npy("w.npy", &weights(2, 3, 4, false));
+    let other = dir.npy("o.npy", &weights(2, 3, 5, false));
+    let mut nan = weights(2, 3, 4, false);
+    nan[[1, 2, 3, 0]] = f32::NAN;
+    let nan = dir.npy("nan.npy", &nan);
+    let mut inf = weights(2, 3, 4, false);
+    inf[[0, 0, 0, 0]] = f32::INFINITY;
+    let inf = dir.npy("inf.npy", &inf);
+    let logits = dir.npy("logits.npy", &Array4::<f32>::from_elem((2, 3, 4, 4), 2.5));
+    let out = dir.arg("o.svg");
+    let png = dir.arg("o.png");
+    for target in [&out, &png] {
+        let run = cli(&[
+            "heatmap",
+            "--weights",
+            &w,
+            "--diff",
+            &other,
+            "--layer",
+            "0",
+            "--head",
+            "0",
+            "--out",
+            target,
+        ]);
+        let msg = stderr_of(&run);
+        assert_eq!(run.status.code(), Some(2), "{msg}");
+        assert!(
+            msg.contains("--diff") && msg.contains("[2, 3, 5, 5]") && msg.contains("[2, 3, 4, 4]"),
+            "names --diff and both shapes: {msg}"
+        );
+    }
+    let pick = ["--layer", "1", "--head", "2"];
+    let cases: &[(&str, Vec<&str>, &str)] = &[
+        (
+            "NaN in --diff",
+            vec!["--weights", &w, "--diff", &nan],
+            "--diff",
+        ),
+        (
+            "NaN in --diff, grid",
+            vec!["--weights", &w, "--diff", &nan, "--grid"],
+            "NaN",
+        ),
+        (
+            "inf in --weights",
+            vec!["--weights", &inf, "--diff", &w, "--grid"],
+            "--weights",
+        ),
+        (
+            "logits in --diff",
+            vec!["--weights", &w, "--diff", &logits],
+            "--diff",
+        ),
+        (
+            "a missing --diff",
+            vec!["--weights", &w, "--diff", "/nonexistent/b.npy"],
+            "--diff",
+        ),
+    ];
+    for (what, args, needle) in cases {
+        let mut full = vec!["heatmap"];
+        full.extend(args.iter().copied());
+        if !args.contains(&"--grid") {
+            full.extend(pick);
+        }
+        full.extend(["--out", &out]);
+        assert_bad_input(what, &full, needle);
+        if *needle == "--diff" {
+            assert!(!stderr_of(&cli(&full)).contains("--weights:"), "{what}");
+        }
+    }
+    assert!(
+        !dir.path("o.svg").exists() && !dir.path("o.png").exists(),
         "no output on bad input"
     );
 }
