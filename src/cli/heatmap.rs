@@ -327,8 +327,10 @@ fn diff_title(args: &HeatmapArgs, d: &ArrayD<f32>) -> (String, String) {
     let max = d.iter().fold(0.0f32, |m, &x| m.max(x.abs()));
     let range = if max == 0.0 {
         "identical".to_string()
+    } else if max >= 0.05 {
+        format!("scale ±max |A − B| = ±{max:.3}")
     } else {
-        format!("scale ±max |A − B| = ±{max:.3e}")
+        format!("scale ±max |A − B| = ±{max:.2e}")
     };
     (files, range)
 }

@@ -488,7 +488,7 @@ fn a_known_difference_gives_the_signed_colours_at_the_extremes() {
         ">+0.20<",
         ">−0.20<",
         "a.npy − b.npy",
-        "±8.000e-1",
+        "±0.800",
         "A − B",
     ] {
         assert!(svg.contains(text), "{text} missing");
