@@ -572,6 +572,15 @@ fn a_diff_of_another_shape_or_of_bad_weights_exits_2_naming_the_file_and_writes_
             assert!(!stderr_of(&cli(&full)).contains("--weights:"), "{what}");
         }
     }
+    let run = cli(&[
+        "heatmap", "--model", "minilm", "--text", "hi", "--diff", &w, "--out", &out,
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "--diff needs --weights, not --model"
+    );
+    assert!(stderr_of(&run).contains("--diff"), "{}", stderr_of(&run));
     assert!(
         !dir.path("o.svg").exists() && !dir.path("o.png").exists(),
         "no output on bad input"

@@ -39,7 +39,12 @@ pub struct HeatmapArgs {
     #[arg(long, value_name = "W.npy")]
     pub weights: Option<PathBuf>,
     /// Draw --weights minus these weights (same shape) on a diverging scale centred on 0.
-    #[arg(long, value_name = "B.npy", requires = "weights")]
+    #[arg(
+        long,
+        value_name = "B.npy",
+        requires = "weights",
+        conflicts_with = "model"
+    )]
     pub diff: Option<PathBuf>,
     /// Draw a model's own attention instead: a model directory, a .gguf file, or
     /// `minilm` / `smollm2` (fetched by scripts/fetch-models.sh). Needs --text.
