@@ -431,7 +431,13 @@ fn single_svg(
     h.row_labels = queries;
     h.col_labels = keys;
     h.values = args.values;
-    h.cell = args.cell.unwrap_or(if args.values { 48.0 } else { 32.0 });
+    // Differences under 0.05 print as "+1.2e−7", which needs a wider cell.
+    let wide_values = difference.is_some_and(|r| r < 0.05);
+    h.cell = args.cell.unwrap_or(match (args.values, wide_values) {
+        (true, true) => 64.0,
+        (true, false) => 48.0,
+        (false, _) => 32.0,
+    });
     Ok(h.svg())
 }
 

@@ -97,7 +97,8 @@ pub struct HeatmapArgs {
     /// The figure's title; by default it names the layer, the head and the sentence.
     #[arg(long)]
     pub title: Option<String>,
-    /// Side of a cell in pixels (default 48 with --values, 32 without, 6 in a grid).
+    /// Side of a cell in pixels (default 48 with --values, 64 for --values of differences
+    /// under 0.05, 32 without, 6 in a grid).
     #[arg(long, value_name = "PX")]
     pub cell: Option<f64>,
     /// Where to write the figure: F.svg or F.png (`-`: SVG to standard output).
