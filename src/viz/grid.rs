@@ -11,6 +11,7 @@ use std::fmt::Write;
 use ndarray::ArrayView2;
 
 use super::colormap::{ColorScale, DivergingScale};
+use super::heads::HeadStats;
 use super::heatmap::{cell_rgb, diverging_legend, legend, CellRect};
 use super::svg::{escape, text_width, FONT_FAMILY};
 
@@ -24,6 +25,9 @@ const LEGEND_W: f64 = 110.0;
 const LABEL_FONT: f64 = 11.0;
 /// Token labels are drawn only when a cell can hold a label this tall.
 const MIN_LABEL_FONT: f64 = 6.0;
+/// The font of the notes under each thumbnail, and the height of one line of them.
+const NOTE_FONT: f64 = 9.0;
+const NOTE_LINE: f64 = NOTE_FONT * 1.3;
 
 /// Thumbnails laid out in rows of `columns`, each with a caption.
 #[derive(Debug, Clone)]
@@ -47,6 +51,10 @@ pub struct Grid<'a> {
     /// Draw signed differences instead of weights, on the diverging scale of ± this range
     /// (see [`super::Heatmap::difference`]); `None` draws probabilities.
     pub difference: Option<f32>,
+    /// Lines of text printed under each panel's thumbnail, in the order of `panels`
+    /// (e.g. a head's entropy); empty, or a panel without an entry, prints none. Every
+    /// row of the grid leaves room for the most lines any panel has.
+    pub notes: Vec<Vec<String>>,
 }
 
 impl<'a> Grid<'a> {
@@ -61,6 +69,7 @@ impl<'a> Grid<'a> {
             row_labels: Vec::new(),
             col_labels: Vec::new(),
             difference: None,
+            notes: Vec::new(),
         }
     }
 
@@ -80,7 +89,7 @@ impl<'a> Grid<'a> {
             // How far the grid's shape is from the page's (when several sizes tie, e.g.
             // at `max_cell`).
             let w = columns as f64 * (lk as f64 * cell + GAP);
-            let h = rows as f64 * (lq as f64 * cell + GAP + THUMB_FONT * 1.6);
+            let h = rows as f64 * (lq as f64 * cell + GAP + THUMB_FONT * 1.6 + self.note_h());
             let off = ((w / h) / (width / height)).ln().abs();
             // Larger thumbnails first; then fewer empty places; then the page's shape.
             let better = best.is_none_or(|(c, o, _, e)| {
@@ -110,8 +119,11 @@ impl<'a> Grid<'a> {
             };
             let free_w =
                 width - 2.0 * PAD - LEGEND_W - lw - columns as f64 * GAP - groups as f64 * GAP;
-            let free_h =
-                height - 2.0 * PAD - TITLE_FONT * 1.8 - rows as f64 * (GAP + THUMB_FONT * 1.6) - lh;
+            let free_h = height
+                - 2.0 * PAD
+                - TITLE_FONT * 1.8
+                - rows as f64 * (GAP + THUMB_FONT * 1.6 + self.note_h())
+                - lh;
             (free_w / (columns * lk.max(1)) as f64).min(free_h / (rows * lq.max(1)) as f64)
         };
         let with = fit(true);
@@ -120,6 +132,12 @@ impl<'a> Grid<'a> {
         } else {
             fit(false)
         }
+    }
+
+    /// The room the notes take under each row of thumbnails (0 without notes).
+    fn note_h(&self) -> f64 {
+        let lines = self.notes.iter().map(Vec::len).max().unwrap_or(0);
+        lines as f64 * NOTE_LINE
     }
 
     fn has_labels(&self) -> bool {
@@ -186,8 +204,10 @@ impl<'a> Grid<'a> {
         let group = self.group.max(1);
         // Extra space between groups so the boxes do not touch.
         let x = PAD + lw + c as f64 * (tw + GAP) + (c / group) as f64 * GAP;
-        let y =
-            PAD + TITLE_FONT * 1.8 + r as f64 * (th + GAP + THUMB_FONT * 1.6) + THUMB_FONT * 1.4;
+        let y = PAD
+            + TITLE_FONT * 1.8
+            + r as f64 * (th + GAP + THUMB_FONT * 1.6 + self.note_h())
+            + THUMB_FONT * 1.4;
         (x, y)
     }
 
@@ -216,7 +236,7 @@ impl<'a> Grid<'a> {
         let (_, lh) = self.room();
         let content_w = self.content_width();
         let title_w = PAD * 2.0 + text_width(&self.title, TITLE_FONT);
-        let grid_h = self.rows() as f64 * (th + GAP + THUMB_FONT * 1.6) + lh;
+        let grid_h = self.rows() as f64 * (th + GAP + THUMB_FONT * 1.6 + self.note_h()) + lh;
         let height = PAD * 2.0 + TITLE_FONT * 1.8 + grid_h.max(legend_height() + 30.0);
         (content_w.max(title_w).ceil(), height.ceil())
     }
@@ -274,6 +294,14 @@ impl<'a> Grid<'a> {
                     ColorScale::hex(rgb)
                 );
             }
+            for (i, line) in self.notes.get(p).into_iter().flatten().enumerate() {
+                let _ = writeln!(
+                    s,
+                    r##"<text x="{x:.1}" y="{:.1}" font-size="{NOTE_FONT}" fill="#333">{}</text>"##,
+                    y + th + NOTE_FONT * 1.1 + i as f64 * NOTE_LINE,
+                    escape(line)
+                );
+            }
             self.labels(&mut s, p, m.dim());
         }
         // Beside the thumbnails, also when a long title makes the figure wider.
@@ -309,7 +337,7 @@ impl<'a> Grid<'a> {
             }
         }
         if p + columns >= self.panels.len() && self.col_labels.len() == cols {
-            let bottom = y + rows as f64 * self.cell + 4.0;
+            let bottom = y + rows as f64 * self.cell + 4.0 + self.note_h();
             for (j, label) in self.col_labels.iter().enumerate() {
                 let _ = writeln!(
                     s,
@@ -319,6 +347,60 @@ impl<'a> Grid<'a> {
                     escape(label)
                 );
             }
+        }
+    }
+}
+
+/// The order in which [`grid_order`] lays out the heads of a grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GridOrder {
+    /// Layer by layer, head by head: `(0, 0), (0, 1), …`.
+    #[default]
+    Layer,
+    /// By increasing mean entropy ([`super::HeadStat::entropy`]), across layers; ties
+    /// keep layer order.
+    Entropy,
+    /// Similar heads side by side: the head of lowest entropy first, then repeatedly the
+    /// not-yet-placed head nearest to the last one placed, by [`HeadStats::distance`]
+    /// (ties go to the first in layer order).
+    Similarity,
+}
+
+/// The `(layer, head)` of every head of `stats` in the order `order` lays them out: each
+/// head exactly once, `stats.layers · stats.heads` in all.
+pub fn grid_order(stats: &HeadStats, order: GridOrder) -> Vec<(usize, usize)> {
+    let mut all: Vec<(usize, usize)> = stats.stats.iter().map(|h| (h.layer, h.head)).collect();
+    let entropy = |(l, h): (usize, usize)| stats.get(l, h).map_or(0.0, |s| s.entropy);
+    match order {
+        GridOrder::Layer => all,
+        GridOrder::Entropy => {
+            // A stable sort: ties keep layer order.
+            all.sort_by(|&a, &b| entropy(a).total_cmp(&entropy(b)));
+            all
+        }
+        GridOrder::Similarity => {
+            let Some(start) = all
+                .iter()
+                .copied()
+                .enumerate()
+                .min_by(|(_, a), (_, b)| entropy(*a).total_cmp(&entropy(*b)))
+                .map(|(i, _)| i)
+            else {
+                return all;
+            };
+            let mut placed = vec![all.remove(start)];
+            while !all.is_empty() {
+                let last = placed[placed.len() - 1];
+                let distance = |x: (usize, usize)| stats.distance(last, x).unwrap_or(f64::INFINITY);
+                let next = all
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .min_by(|(_, a), (_, b)| distance(*a).total_cmp(&distance(*b)))
+                    .map_or(0, |(i, _)| i);
+                placed.push(all.remove(next));
+            }
+            placed
         }
     }
 }
@@ -387,5 +469,117 @@ mod tests {
         g.cell = 3.0;
         let svg = g.svg();
         assert_eq!(svg.matches("rotate(45)").count(), 0);
+    }
+
+    /// Stats of a (layers, heads, 4, 4) tensor whose head `l · heads + h` is `rows[k]`
+    /// given by `pick(l, h)`.
+    fn stats_of(
+        layers: usize,
+        heads: usize,
+        pick: impl Fn(usize, usize) -> Array2<f32>,
+    ) -> HeadStats {
+        let mut a = ndarray::Array4::<f32>::zeros((layers, heads, 4, 4));
+        for l in 0..layers {
+            for h in 0..heads {
+                a.slice_mut(ndarray::s![l, h, .., ..]).assign(&pick(l, h));
+            }
+        }
+        super::super::head_stats(a.view().into_dyn()).unwrap()
+    }
+
+    /// Rows that put `1 − 3e` on key `k` and `e` on each other key.
+    fn peaked(k: usize, e: f32) -> Array2<f32> {
+        Array2::from_shape_fn((4, 4), |(_, j)| if j == k { 1.0 - 3.0 * e } else { e })
+    }
+
+    #[test]
+    fn layer_order_is_the_identity() {
+        let st = stats_of(2, 3, |l, h| peaked(h, 0.01 * (l + 1) as f32));
+        let want: Vec<_> = (0..2).flat_map(|l| (0..3).map(move |h| (l, h))).collect();
+        assert_eq!(grid_order(&st, GridOrder::Layer), want);
+        assert_eq!(GridOrder::default(), GridOrder::Layer);
+    }
+
+    #[test]
+    fn entropy_order_is_sorted_and_holds_every_head_once() {
+        // Entropy grows with e; heads in a scrambled order of e.
+        let es = [0.2f32, 0.01, 0.15, 0.05, 0.24, 0.1];
+        let st = stats_of(2, 3, |l, h| peaked(h % 4, es[l * 3 + h]));
+        let order = grid_order(&st, GridOrder::Entropy);
+        let ent: Vec<f64> = order
+            .iter()
+            .map(|&(l, h)| st.get(l, h).unwrap().entropy)
+            .collect();
+        assert!(ent.windows(2).all(|w| w[0] <= w[1]), "{ent:?}");
+        assert_eq!(order[0], (0, 1));
+        assert_eq!(order[5], (1, 1));
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, grid_order(&st, GridOrder::Layer));
+    }
+
+    #[test]
+    fn similarity_order_puts_identical_heads_next_to_each_other() {
+        // Layer 0 head 0 and layer 1 head 2 are identical, far from the lowest-entropy
+        // head (0, 1); everything else is on other keys.
+        let st = stats_of(2, 3, |l, h| match (l, h) {
+            (0, 0) | (1, 2) => peaked(3, 0.2),
+            (0, 1) => peaked(0, 0.001),
+            (0, 2) => peaked(1, 0.05),
+            (1, 0) => peaked(2, 0.1),
+            _ => peaked(0, 0.24),
+        });
+        assert_eq!(st.distance((0, 0), (1, 2)), Some(0.0));
+        assert_eq!(st.distance((0, 1), (0, 1)), Some(0.0));
+        assert_eq!(st.distance((0, 0), (2, 0)), None);
+        let d = st.distance((0, 1), (1, 0)).unwrap();
+        assert_eq!(st.distance((1, 0), (0, 1)), Some(d));
+        let order = grid_order(&st, GridOrder::Similarity);
+        assert_eq!(order[0], (0, 1), "the lowest entropy starts");
+        let at = |x| order.iter().position(|&o| o == x).unwrap();
+        assert_eq!(at((0, 0)).abs_diff(at((1, 2))), 1, "{order:?}");
+        // Each next head is the nearest of those left.
+        for i in 1..order.len() {
+            let d = st.distance(order[i - 1], order[i]).unwrap();
+            for &rest in &order[i..] {
+                assert!(d <= st.distance(order[i - 1], rest).unwrap(), "{order:?}");
+            }
+        }
+        let mut sorted = order.clone();
+        sorted.sort();
+        assert_eq!(sorted, grid_order(&st, GridOrder::Layer));
+    }
+
+    #[test]
+    fn a_single_head_orders_to_itself() {
+        let st = stats_of(1, 1, |_, _| peaked(0, 0.1));
+        for order in [GridOrder::Layer, GridOrder::Entropy, GridOrder::Similarity] {
+            assert_eq!(grid_order(&st, order), vec![(0, 0)]);
+        }
+    }
+
+    #[test]
+    fn notes_print_under_each_thumbnail_and_make_room() {
+        let m = Array2::<f32>::from_elem((4, 4), 0.25);
+        let mut plain = Grid::new("t".into(), panels(&m, 4), 2);
+        plain.cell = 40.0;
+        let mut noted = plain.clone();
+        noted.notes = (0..4)
+            .map(|p| vec![format!("note {p}"), "x".into()])
+            .collect();
+        let svg = noted.svg();
+        for p in 0..4 {
+            assert!(svg.contains(&format!(">note {p}</text>")));
+        }
+        assert!(
+            noted.size().1 >= plain.size().1 + 2.0 * 2.0 * NOTE_LINE - 1.0,
+            "{:?} vs {:?}",
+            noted.size(),
+            plain.size()
+        );
+        // Under the thumbnail, above the next row's.
+        let below = noted.cell_rect(0, 3, 0);
+        let next = noted.cell_rect(2, 0, 0);
+        assert!(next.y - (below.y + below.size) > 2.0 * NOTE_LINE);
     }
 }

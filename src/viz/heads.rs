@@ -54,6 +54,9 @@ pub struct HeadStats {
     pub tokens: usize,
     /// `layers · heads` entries, head `h` of layer `l` at `l · heads + h`.
     pub stats: Vec<HeadStat>,
+    /// The symmetric matrix of the heads' mean Jensen-Shannon distances, `count × count`
+    /// for `count = layers · heads`, in the order of `stats`: see [`HeadStats::distance`].
+    distances: Vec<f64>,
 }
 
 impl HeadStats {
@@ -64,6 +67,18 @@ impl HeadStats {
         } else {
             None
         }
+    }
+
+    /// The mean over rows of the Jensen-Shannon distance between head `a` and head `b`,
+    /// each given as `(layer, head)`: the distance [`HeadStat::nearest`] minimises (see
+    /// the module docs), 0 from a head to itself. Symmetric, in [0, sqrt(ln 2)] for
+    /// probability rows. `None` when either head is out of range.
+    pub fn distance(&self, a: (usize, usize), b: (usize, usize)) -> Option<f64> {
+        let index = |(layer, head): (usize, usize)| {
+            (layer < self.layers && head < self.heads).then_some(layer * self.heads + head)
+        };
+        let (x, y) = (index(a)?, index(b)?);
+        self.distances.get(x * self.stats.len() + y).copied()
     }
 }
 
@@ -220,6 +235,7 @@ pub fn head_stats(attention: ArrayViewD<'_, f32>) -> Result<HeadStats> {
         heads,
         tokens: lq,
         stats,
+        distances: dist,
     })
 }
 
@@ -338,6 +354,11 @@ mod tests {
             &one_head(a.slice(s![1, 0, .., ..])).3,
         );
         assert!(close(d, want), "{d} vs {want}");
+        // The pairwise distance is the one the nearest heads minimise.
+        assert_eq!(st.distance((0, 0), (1, 0)), Some(d));
+        assert_eq!(st.distance((1, 0), (0, 0)), Some(d));
+        assert_eq!(st.distance((0, 1), (1, 1)), Some(0.0));
+        assert_eq!(st.distance((0, 2), (0, 0)), None);
         for h in &st.stats {
             let near = h.nearest.unwrap();
             assert!((near.layer, near.head) != (h.layer, h.head));

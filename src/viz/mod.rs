@@ -24,7 +24,7 @@ mod svg;
 mod words;
 
 pub use colormap::{ColorScale, DivergingScale, MASKED_RGB};
-pub use grid::Grid;
+pub use grid::{grid_order, Grid, GridOrder};
 pub use heads::{head_stats, HeadStat, HeadStats, NearestHead};
 pub use heatmap::{CellRect, Heatmap};
 pub use probability::check_probability_rows;
