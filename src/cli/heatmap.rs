@@ -6,9 +6,11 @@
 use std::path::Path;
 
 use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
-use wgpu_attention::viz::{check_probability_rows, word_attention, Grid, Heatmap};
+use wgpu_attention::viz::{
+    check_probability_rows, grid_order, head_stats, word_attention, Grid, GridOrder, Heatmap,
+};
 
-use super::args::{HeatmapArgs, ModelArg, TextArg};
+use super::args::{GridOrderArg, HeatmapArgs, ModelArg, TextArg};
 use super::exit::CliError;
 use super::io::output::OutputSet;
 use super::model_common::attention_of;
@@ -56,6 +58,7 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
     if args.group == 0 {
         return Err(CliError::input("--group", "must be at least 1"));
     }
+    check_order_flags(args)?;
     if let Some(cell) = args.cell {
         if !(cell.is_finite() && (2.0..=400.0).contains(&cell)) {
             return Err(CliError::input(
@@ -145,6 +148,56 @@ pub fn run(args: &HeatmapArgs) -> Result<(), CliError> {
     };
     files.write(slot, |w| w.write_all(&bytes))?;
     files.commit()
+}
+
+/// `--order` and `--annotate` lay out and label a grid of attention weights: they need
+/// `--grid`, no `--diff` (a difference has no entropy), and `--order` other than `layer`
+/// moves heads out of their `--group` boxes.
+fn check_order_flags(args: &HeatmapArgs) -> Result<(), CliError> {
+    let order_name = args.order.map(|o| match o {
+        GridOrderArg::Layer => "layer",
+        GridOrderArg::Entropy => "entropy",
+        GridOrderArg::Similarity => "similarity",
+    });
+    for (flag, given) in [
+        ("--order", args.order.is_some()),
+        ("--annotate", args.annotate),
+    ] {
+        if !given {
+            continue;
+        }
+        if !args.grid {
+            return Err(CliError::input(
+                flag,
+                "applies to the small multiples of --grid: give --grid",
+            ));
+        }
+        if args.diff.is_some() {
+            return Err(CliError::input(
+                flag,
+                "needs attention weights, and --diff draws their difference, which has no entropy",
+            ));
+        }
+    }
+    if args.group > 1 {
+        if let Some(name) = order_name.filter(|&n| n != "layer") {
+            return Err(CliError::input(
+                "--order",
+                format!(
+                    "{name} moves heads out of their --group boxes: box them with --order layer"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn grid_order_of(arg: Option<GridOrderArg>) -> GridOrder {
+    match arg {
+        None | Some(GridOrderArg::Layer) => GridOrder::Layer,
+        Some(GridOrderArg::Entropy) => GridOrder::Entropy,
+        Some(GridOrderArg::Similarity) => GridOrder::Similarity,
+    }
 }
 
 fn split_labels(s: Option<&str>) -> Option<Vec<String>> {
@@ -441,6 +494,15 @@ fn single_svg(
     Ok(h.svg())
 }
 
+/// What a grid's title adds when its heads are reordered.
+fn order_note(order: GridOrder) -> &'static str {
+    match order {
+        GridOrder::Layer => "",
+        GridOrder::Entropy => " · by entropy",
+        GridOrder::Similarity => " · by similarity",
+    }
+}
+
 /// What the title adds in the word view.
 fn words_note(args: &HeatmapArgs) -> &'static str {
     if args.words {
@@ -549,15 +611,53 @@ fn grid_svg(
         None => (w4, None),
     };
     let heads = w4.shape()[1];
+    let caption = |l: usize, h: usize| format!("{}H{h}", layer_names[l]);
+    let order = grid_order_of(args.order);
+    // Heads in the order drawn, and the notes under them.
+    let (placed, notes): (Vec<(usize, usize)>, Vec<Vec<String>>) =
+        if order == GridOrder::Layer && !args.annotate {
+            let all = (0..layer_names.len())
+                .flat_map(|l| (0..heads).map(move |h| (l, h)))
+                .collect();
+            (all, Vec::new())
+        } else {
+            let flag = if order == GridOrder::Layer {
+                "--annotate"
+            } else {
+                "--order"
+            };
+            let stats = head_stats(w4.view()).map_err(|e| CliError::input(flag, e.to_string()))?;
+            let placed = grid_order(&stats, order);
+            let notes = if args.annotate {
+                placed
+                    .iter()
+                    .map(|&(l, h)| {
+                        let st = stats.get(l, h).expect("a head of the stats");
+                        let mut lines = vec![format!("{:.3} nats", st.entropy)];
+                        if order == GridOrder::Similarity {
+                            if let Some(n) = st.nearest {
+                                lines.push(format!(
+                                    "≈ {} · {:.3}",
+                                    caption(n.layer, n.head),
+                                    n.distance
+                                ));
+                            }
+                        }
+                        lines
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (placed, notes)
+        };
     let mut panels = Vec::new();
-    for (l, layer_name) in layer_names.iter().enumerate() {
-        for h in 0..heads {
-            let m = w4
-                .slice(ndarray::s![l, h, .., ..])
-                .into_dimensionality::<Ix2>()
-                .expect("rank checked");
-            panels.push((format!("{layer_name}H{h}"), m));
-        }
+    for &(l, h) in &placed {
+        let m = w4
+            .slice(ndarray::s![l, h, .., ..])
+            .into_dimensionality::<Ix2>()
+            .expect("rank checked");
+        panels.push((caption(l, h), m));
     }
     let sentence = if sentence.is_empty() {
         String::new()
@@ -580,13 +680,14 @@ fn grid_svg(
                 let (files, range) = diff_title(args, &w4);
                 format!("{files} · {what} · {range}{}{sentence}", words_note(args))
             }
-            None => format!("{what}{}{sentence}", words_note(args)),
+            None => format!("{what}{}{}{sentence}", order_note(order), words_note(args)),
         }
     });
     let (lq, lk) = (w4.shape()[2], w4.shape()[3]);
     let mut grid = Grid::new(title, panels, heads);
     grid.group = args.group;
     grid.difference = difference;
+    grid.notes = notes;
     if lq == lk && labels.len() == lk {
         grid.row_labels = labels.clone();
         grid.col_labels = labels;

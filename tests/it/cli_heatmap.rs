@@ -1045,3 +1045,312 @@ fn the_english_lecture_sentences_get_one_label_per_word_from_both_models() {
     let svg = std::fs::read_to_string(dir.path("love.svg")).unwrap();
     assert_eq!(axis_labels(&svg).0, ["I", "␣love", "␣AI", "␣!"]);
 }
+
+/// The captions of a grid's thumbnails (`L0 H2`), in the SVG's order, which is the
+/// reading order.
+fn grid_captions(svg: &str) -> Vec<String> {
+    svg_texts(svg)
+        .into_iter()
+        .map(|(_, t)| t)
+        .filter(|t| {
+            let mut parts = t.split(' ');
+            let (Some(l), Some(h), None) = (parts.next(), parts.next(), parts.next()) else {
+                return false;
+            };
+            let num = |s: &str, p: char| {
+                s.strip_prefix(p)
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            };
+            num(l, 'L') && num(h, 'H')
+        })
+        .collect()
+}
+
+/// A (2, 3, 5, 5) tensor whose heads are of clearly different sharpness: the seeded
+/// softmax rows raised to a per-head power and renormalised.
+fn varied_weights() -> Array4<f32> {
+    let mut w = weights(2, 3, 5, false);
+    let powers = [1.0f32, 6.0, 0.3, 3.0, 0.1, 1.7];
+    for l in 0..2 {
+        for h in 0..3 {
+            for i in 0..5 {
+                let mut row = w.slice_mut(s![l, h, i, ..]);
+                row.mapv_inplace(|x| x.powf(powers[l * 3 + h]));
+                let sum: f32 = row.sum();
+                row.mapv_inplace(|x| x / sum);
+            }
+        }
+    }
+    w
+}
+
+#[test]
+fn grid_order_layer_is_the_default_and_entropy_puts_the_lowest_entropy_head_first() {
+    use wgpu_attention::viz::{grid_order, head_stats, GridOrder};
+    let dir = TempDir::new("grid-order");
+    let w = varied_weights();
+    let file = dir.npy("w.npy", &w);
+    let svg_of = |extra: &[&str]| {
+        let mut args = vec!["heatmap", "--weights", &file, "--grid"];
+        args.extend_from_slice(extra);
+        args.extend(["--out", "-"]);
+        run_ok(&args)
+    };
+    let default = svg_of(&[]);
+    assert_eq!(svg_of(&["--order", "layer"]), default, "byte for byte");
+    let layer_order: Vec<String> = (0..2)
+        .flat_map(|l| (0..3).map(move |h| format!("L{l} H{h}")))
+        .collect();
+    assert_eq!(grid_captions(&default), layer_order);
+    let stats = head_stats(w.view().into_dyn()).unwrap();
+    let lowest = stats
+        .stats
+        .iter()
+        .min_by(|a, b| a.entropy.total_cmp(&b.entropy))
+        .unwrap();
+    for (name, order) in [
+        ("entropy", GridOrder::Entropy),
+        ("similarity", GridOrder::Similarity),
+    ] {
+        let svg = svg_of(&["--order", name]);
+        let captions = grid_captions(&svg);
+        assert_eq!(
+            captions[0],
+            format!("L{} H{}", lowest.layer, lowest.head),
+            "{name}: {captions:?}"
+        );
+        let want: Vec<String> = grid_order(&stats, order)
+            .into_iter()
+            .map(|(l, h)| format!("L{l} H{h}"))
+            .collect();
+        assert_eq!(captions, want, "{name}");
+        assert!(
+            svg.contains(&format!("by {name}")),
+            "{name}: the title says so"
+        );
+    }
+    let entropies: Vec<f64> = grid_captions(&svg_of(&["--order", "entropy"]))
+        .iter()
+        .map(|c| {
+            let (l, h) = c[1..].split_once(" H").unwrap();
+            let st = stats.get(l.parse().unwrap(), h.parse().unwrap()).unwrap();
+            st.entropy
+        })
+        .collect();
+    assert!(entropies.windows(2).all(|p| p[0] <= p[1]), "{entropies:?}");
+    // One layer's heads reorder too.
+    let one = svg_of(&["--layer", "1", "--order", "entropy"]);
+    let mut heads: Vec<usize> = (0..3).collect();
+    heads.sort_by(|&a, &b| {
+        let e = |h| stats.get(1, h).unwrap().entropy;
+        e(a).total_cmp(&e(b))
+    });
+    let want: Vec<String> = heads.iter().map(|h| format!("L1 H{h}")).collect();
+    assert_eq!(grid_captions(&one), want);
+}
+
+#[test]
+fn annotate_prints_each_heads_entropy_and_with_similarity_its_nearest_head() {
+    use wgpu_attention::viz::head_stats;
+    let dir = TempDir::new("grid-annotate");
+    let w = varied_weights();
+    let file = dir.npy("w.npy", &w);
+    let stats = head_stats(w.view().into_dyn()).unwrap();
+    let texts = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["heatmap", "--weights", &file, "--grid", "--annotate"];
+        args.extend_from_slice(extra);
+        args.extend(["--out", "-"]);
+        svg_texts(&run_ok(&args))
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
+    };
+    let plain = texts(&[]);
+    let notes: Vec<&String> = plain.iter().filter(|t| t.ends_with(" nats")).collect();
+    let want: Vec<String> = stats
+        .stats
+        .iter()
+        .map(|h| format!("{:.3} nats", h.entropy))
+        .collect();
+    assert_eq!(notes, want.iter().collect::<Vec<_>>(), "layer order");
+    assert!(
+        !plain.iter().any(|t| t.starts_with('≈')),
+        "no nearest heads"
+    );
+    let similar = texts(&["--order", "similarity"]);
+    for h in &stats.stats {
+        let n = h.nearest.unwrap();
+        let caption = format!("L{} H{}", h.layer, h.head);
+        let at = similar.iter().position(|t| *t == caption).unwrap();
+        assert_eq!(
+            similar[at + 1],
+            format!("{:.3} nats", h.entropy),
+            "{caption}"
+        );
+        assert_eq!(
+            similar[at + 2],
+            format!("≈ L{} H{} · {:.3}", n.layer, n.head, n.distance),
+            "{caption}"
+        );
+    }
+}
+
+#[test]
+fn a_models_grid_annotates_the_entropies_of_model_heads() {
+    let dir = TempDir::new("grid-model");
+    let model = tiny_gguf(&dir);
+    let text = "I love AI !";
+    let json = run_ok(&[
+        "model",
+        "heads",
+        "--model",
+        &model,
+        "--text",
+        text,
+        "--backend",
+        "cpu",
+        "--json",
+        "-",
+    ]);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut heads: Vec<(f64, String)> = doc["heads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["entropy"].as_f64().unwrap(),
+                format!("L{} H{}", h["layer"], h["head"]),
+            )
+        })
+        .collect();
+    let svg = run_ok(&[
+        "heatmap",
+        "--model",
+        &model,
+        "--text",
+        text,
+        "--backend",
+        "cpu",
+        "--grid",
+        "--order",
+        "entropy",
+        "--annotate",
+        "--out",
+        "-",
+    ]);
+    heads.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let captions = grid_captions(&svg);
+    assert_eq!(captions[0], heads[0].1, "{captions:?}");
+    let texts: Vec<String> = svg_texts(&svg).into_iter().map(|(_, t)| t).collect();
+    for (entropy, caption) in &heads {
+        let at = texts.iter().position(|t| t == caption).unwrap();
+        assert_eq!(texts[at + 1], format!("{entropy:.3} nats"), "{caption}");
+    }
+}
+
+#[test]
+fn order_and_annotate_without_a_grid_or_with_a_diff_exit_2_naming_the_flag() {
+    let dir = TempDir::new("grid-order-bad");
+    let w = dir.npy("w.npy", &weights(2, 3, 4, false));
+    let cross = dir.npy("cross.npy", &Array4::<f32>::from_elem((1, 2, 2, 4), 0.25));
+    let out = dir.arg("o.svg");
+    let one = ["--layer", "0", "--head", "0"];
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "--order without --grid",
+            [&["--weights", &w, "--order", "entropy"][..], &one].concat(),
+            "--order",
+        ),
+        (
+            "--order layer without --grid",
+            [&["--weights", &w, "--order", "layer"][..], &one].concat(),
+            "--order",
+        ),
+        (
+            "--annotate without --grid",
+            [&["--weights", &w, "--annotate"][..], &one].concat(),
+            "--annotate",
+        ),
+        (
+            "--order of a difference",
+            vec![
+                "--weights",
+                &w,
+                "--diff",
+                &w,
+                "--grid",
+                "--order",
+                "similarity",
+            ],
+            "--order",
+        ),
+        (
+            "--annotate of a difference",
+            vec!["--weights", &w, "--diff", &w, "--grid", "--annotate"],
+            "--annotate",
+        ),
+        (
+            "--order entropy with --group boxes",
+            vec![
+                "--weights",
+                &w,
+                "--grid",
+                "--group",
+                "3",
+                "--order",
+                "entropy",
+            ],
+            "--order",
+        ),
+        (
+            "--order of cross-attention",
+            vec!["--weights", &cross, "--grid", "--order", "entropy"],
+            "--order",
+        ),
+        (
+            "--annotate of cross-attention",
+            vec!["--weights", &cross, "--grid", "--annotate"],
+            "--annotate",
+        ),
+        (
+            "an unknown order",
+            vec!["--weights", &w, "--grid", "--order", "random"],
+            "--order",
+        ),
+    ];
+    for (what, args, needle) in &cases {
+        let mut full = vec!["heatmap"];
+        full.extend(args.iter().copied());
+        full.extend(["--out", &out]);
+        assert_bad_input(what, &full, needle);
+    }
+    assert!(!dir.path("o.svg").exists(), "no output on bad input");
+    // --order layer keeps the --group boxes.
+    run_ok(&[
+        "heatmap",
+        "--weights",
+        &w,
+        "--grid",
+        "--group",
+        "3",
+        "--order",
+        "layer",
+        "--annotate",
+        "--out",
+        &out,
+    ]);
+}
+
+#[test]
+fn help_documents_order_and_annotate_with_an_example() {
+    let help = run_ok(&["heatmap", "--help"]);
+    assert!(
+        help.contains("--order <ORDER>") && help.contains("--annotate"),
+        "{help}"
+    );
+    assert!(
+        help.contains("--grid --order similarity --annotate"),
+        "an example: {help}"
+    );
+}

@@ -4,6 +4,17 @@ use std::path::PathBuf;
 
 use super::common::Backend;
 
+/// `--order`: how the grid lays out its heads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GridOrderArg {
+    /// Layer by layer, head by head.
+    Layer,
+    /// By increasing mean entropy, across layers.
+    Entropy,
+    /// Similar heads side by side, by Jensen-Shannon distance.
+    Similarity,
+}
+
 /// Draws attention weights as in the lecture: queries on rows, keys on columns, darker is
 /// more attention, masked cells (weight exactly 0) black and marked −∞.
 ///
@@ -11,6 +22,13 @@ use super::common::Backend;
 /// heads, Lq, Lk); --layer and --head pick one matrix, --grid draws every head of the
 /// chosen layer, or every layer × head when no layer is chosen. The output format
 /// follows the extension of --out: .svg (text stays text) or .png.
+///
+/// --order lays the grid's heads out by layer (the default), by increasing mean entropy
+/// (across layers), or by similarity (the head of lowest entropy first, then each time
+/// the nearest head not yet drawn, by the mean Jensen-Shannon distance of `model heads`);
+/// every thumbnail keeps its L H caption. --annotate prints each head's entropy in nats
+/// under it, and with --order similarity its nearest head and their distance:
+///   wgpu-attention heatmap --model minilm --text "The cat sat on the mat" --grid --order similarity --annotate --out heads.svg
 ///
 /// The weights come from a .npy file (--weights) or from a model run on a text (--model
 /// and --text: every layer and head of the model's attention, the tokens as labels).
@@ -86,6 +104,15 @@ pub struct HeatmapArgs {
     /// the grid, this many at a time.
     #[arg(long, value_name = "N", requires = "grid", default_value_t = 1)]
     pub group: usize,
+    /// The order of the grid's heads: layer by layer, by increasing entropy, or similar
+    /// heads side by side (default: layer). E.g. `--grid --order entropy --annotate`.
+    #[arg(long, value_enum, value_name = "ORDER")]
+    pub order: Option<GridOrderArg>,
+    /// Print each head's entropy (nats) under its thumbnail in the grid, and with
+    /// --order similarity its nearest head and their distance. E.g. `--grid --order
+    /// similarity --annotate`.
+    #[arg(long)]
+    pub annotate: bool,
     /// Print each cell's weight.
     #[arg(long, conflicts_with = "grid")]
     pub values: bool,

@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 
 pub use bench::{BenchArgs, BenchBackend};
 pub use common::{Backend, PathArg, PrecisionArg};
-pub use heatmap::HeatmapArgs;
+pub use heatmap::{GridOrderArg, HeatmapArgs};
 pub use mha::MhaArgs;
 pub use model::{EmbedArgs, ModelArg, ModelCommand, SimilarityArgs, TextArg};
 pub use run::{AlignArg, RunArgs};
@@ -119,7 +119,7 @@ pub enum Command {
         after_help = concat!(
             help::outputs_help!(),
             "\n\n",
-            "Example:\n  wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --layer 0 --head 0 --values --out cat.png\n  wgpu-attention heatmap --weights gpu.npy --diff cpu.npy --layer 0 --head 0 --values --out diff.svg"
+            "Example:\n  wgpu-attention heatmap --weights A.npy --tokens T.json --layer 0 --head 3 --values --out cat.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --layer 0 --head 0 --values --out cat.png\n  wgpu-attention heatmap --weights gpu.npy --diff cpu.npy --layer 0 --head 0 --values --out diff.svg\n  wgpu-attention heatmap --model minilm --text \"The cat sat on the mat\" --grid --order similarity --annotate --out heads.svg"
         )
     )]
     Heatmap(Box<HeatmapArgs>),
