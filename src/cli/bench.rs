@@ -1,6 +1,7 @@
 //! `wgpu-attention bench`: measures one shape on the GPU, the fast CPU path or both, and
 //! prints a table, or writes one JSON object per line (to stdout or a file).
 
+use super::io::stdout::out;
 use wgpu_attention::bench::{bench_cpu, bench_gpu, BenchConfig, BenchResult, Timing, MAX_ITERS};
 use wgpu_attention::{AttentionError, GpuContext, KernelPath, Precision};
 
@@ -69,7 +70,7 @@ fn blame(e: AttentionError) -> CliError {
 }
 
 fn print_table(results: &[BenchResult]) {
-    println!(
+    out!(
         "{:<8} {:<7} {:<5} {:>11} {:>10} {:>8} {:>14} {:>10} {:>10}  timing",
         "backend",
         "path",
@@ -91,7 +92,7 @@ fn print_table(results: &[BenchResult]) {
             (Timing::Wall, "cpu") => "wall clock",
             (Timing::Wall, _) => "wall clock (the adapter has no timestamp queries)",
         };
-        println!(
+        out!(
             "{:<8} {:<7} {:<5} {:>11.3} {:>10.2} {:>8.2} {:>14} {:>10.2} {:>10.2}  {timing}",
             r.backend,
             r.path,
@@ -105,7 +106,7 @@ fn print_table(results: &[BenchResult]) {
         );
     }
     if let Some(r) = results.iter().find(|r| r.backend == "gpu") {
-        println!("adapter: {}", r.adapter);
+        out!("adapter: {}", r.adapter);
     }
 }
 

@@ -1,6 +1,7 @@
 //! `wgpu-attention` with no arguments: causal multi-head attention at a realistic shape on
 //! the default adapter, checked against the CPU reference, with both timings.
 
+use super::io::stdout::out;
 use std::time::{Duration, Instant};
 
 use ndarray::Array4;
@@ -19,9 +20,9 @@ const RTOL: f32 = 1e-4;
 
 pub fn run(quiet: bool) -> Result<(), CliError> {
     let (b, h, l, d) = SHAPE;
-    println!("wgpu-attention demo: causal attention, B={b} H={h} L={l} D={d}, seeded normal inputs (seed {SEED})");
+    out!("wgpu-attention demo: causal attention, B={b} H={h} L={l} D={d}, seeded normal inputs (seed {SEED})");
     let ctx = GpuContext::new()?;
-    println!("adapter: {}", describe(ctx.adapter_info()));
+    out!("adapter: {}", describe(ctx.adapter_info()));
 
     let mut rng = Normal::new(SEED);
     let q = rng.array(SHAPE);
@@ -54,13 +55,13 @@ pub fn run(quiet: bool) -> Result<(), CliError> {
             max_err = err;
         }
     }
-    println!("largest |out - cpu|: {max_err:.3e} (bound {ATOL:e} + {RTOL:e} * |cpu|)");
-    println!(
+    out!("largest |out - cpu|: {max_err:.3e} (bound {ATOL:e} + {RTOL:e} * |cpu|)");
+    out!(
         "GPU time: {} (wall clock: upload, kernels, readback; first call {} with pipeline builds)",
         ms(gpu_time),
         ms(first)
     );
-    println!(
+    out!(
         "CPU time: {} (wall clock: the f64 reference, one thread)",
         ms(cpu_time)
     );
@@ -69,7 +70,7 @@ pub fn run(quiet: bool) -> Result<(), CliError> {
             "GPU result outside the bound at out{idx:?}: gpu {g}, cpu {c}"
         )));
     }
-    println!("ok");
+    out!("ok");
     Ok(())
 }
 

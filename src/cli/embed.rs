@@ -4,6 +4,7 @@
 //! path. Every sentence is checked before a device opens; `--out` is claimed before any
 //! work and appears only once every embedding is computed.
 
+use super::io::stdout::out;
 use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
@@ -162,7 +163,7 @@ pub fn embed(args: &EmbedArgs) -> Result<(), CliError> {
     npy::write(&mut files, slot, &e)?;
     files.commit()?;
     let (n, h) = e.dim();
-    println!(
+    out!(
         "{}: float32 ({n}, {h}) sentence embeddings ({})",
         args.out.display(),
         pooling_name(b)
@@ -206,6 +207,6 @@ pub fn similarity(args: &SimilarityArgs) -> Result<(), CliError> {
     let model = load(&args.model)?;
     let ids = sentence_ids(bert(&model)?, &args.text, false)?;
     let (e, _) = embeddings(&model, &ids, 2, args.backend)?;
-    println!("{:.6}", cosine(e.row(0), e.row(1)));
+    out!("{:.6}", cosine(e.row(0), e.row(1)));
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `wgpu-attention info`: what the machine offers and what the library takes from it.
 
+use super::io::stdout::out;
 use wgpu_attention::{enumerate_adapters, fused_key_budget, GpuContext};
 
 use super::exit::CliError;
@@ -24,19 +25,19 @@ pub fn describe(info: &wgpu::AdapterInfo) -> String {
 
 pub fn run() -> Result<(), CliError> {
     let adapters = pollster::block_on(enumerate_adapters());
-    println!("adapters found: {}", adapters.len());
+    out!("adapters found: {}", adapters.len());
     for (i, a) in adapters.iter().enumerate() {
-        println!("  [{i}] {}", describe(a));
+        out!("  [{i}] {}", describe(a));
     }
     // What steered the choice: wgpu's adapter variables, as set (or not) here.
     for var in ["WGPU_BACKEND", "WGPU_ADAPTER_NAME", "WGPU_POWER_PREF"] {
         let value = std::env::var(var).unwrap_or_else(|_| "(not set)".into());
-        println!("{var}: {value}");
+        out!("{var}: {value}");
     }
     let ctx = GpuContext::new()?;
     let info = ctx.adapter_info();
-    println!("chosen: {}", describe(info));
-    println!("  vendor {:#06x}, device {:#06x}", info.vendor, info.device);
+    out!("chosen: {}", describe(info));
+    out!("  vendor {:#06x}, device {:#06x}", info.vendor, info.device);
 
     let features: Vec<&str> = ctx.features().iter_names().map(|(name, _)| name).collect();
     let features = if features.is_empty() {
@@ -44,10 +45,10 @@ pub fn run() -> Result<(), CliError> {
     } else {
         features.join(", ")
     };
-    println!("features used: {features}");
+    out!("features used: {features}");
 
     let l = ctx.limits();
-    println!("limits used:");
+    out!("limits used:");
     let rows: [(&str, u64); 9] = [
         (
             "max_storage_buffer_binding_size",
@@ -81,21 +82,22 @@ pub fn run() -> Result<(), CliError> {
         ("max_bind_groups", l.max_bind_groups.into()),
     ];
     for (name, value) in rows {
-        println!("  {name}: {value}");
+        out!("  {name}: {value}");
     }
     if ctx.features().contains(wgpu::Features::SUBGROUP) {
-        println!(
+        out!(
             "  subgroup size: {} to {}",
-            info.subgroup_min_size, info.subgroup_max_size
+            info.subgroup_min_size,
+            info.subgroup_max_size
         );
     } else {
-        println!("  subgroup size: n/a (no subgroup feature)");
+        out!("  subgroup size: n/a (no subgroup feature)");
     }
     // Some software drivers stop shader loops after a fixed count (Mesa 22's lavapipe
     // after 65,535 iterations); there the fused kernel splits long key ranges.
     match pollster::block_on(fused_key_budget(&ctx, 64))? {
-        None => println!("fused key loop per workgroup (f32, D 64): no limit"),
-        Some(keys) => println!(
+        None => out!("fused key loop per workgroup (f32, D 64): no limit"),
+        Some(keys) => out!(
             "fused key loop per workgroup (f32, D 64): at most {keys} keys, longer key ranges are split"
         ),
     }

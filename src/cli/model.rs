@@ -4,6 +4,7 @@
 //! fast f32 CPU path. Every input is checked before a device opens; outputs are written
 //! only once everything they hold has been computed.
 
+use super::io::stdout::{out, out_inline};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
@@ -30,7 +31,7 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
         ModelCommand::Tokenize { model, text } => {
             let model = load(model)?;
             for line in tokenize_lines(&tokens(&model, text)?) {
-                println!("{line}");
+                out!("{line}");
             }
             Ok(())
         }
@@ -142,20 +143,20 @@ fn tokenize_lines(tokens: &[Token]) -> Vec<String> {
 
 fn info(model: &Model) -> Result<(), CliError> {
     let i = model.info();
-    println!("architecture: {}", i.architecture);
-    println!("layers: {}", i.layers);
-    println!("heads: {} (key/value heads: {})", i.heads, i.kv_heads);
-    println!("hidden: {} (head dim {})", i.hidden, i.head_dim);
-    println!("intermediate: {}", i.intermediate);
-    println!("vocab: {}", i.vocab);
-    println!("max positions: {}", i.max_positions);
-    println!(
+    out!("architecture: {}", i.architecture);
+    out!("layers: {}", i.layers);
+    out!("heads: {} (key/value heads: {})", i.heads, i.kv_heads);
+    out!("hidden: {} (head dim {})", i.hidden, i.head_dim);
+    out!("intermediate: {}", i.intermediate);
+    out!("vocab: {}", i.vocab);
+    out!("max positions: {}", i.max_positions);
+    out!(
         "attention: {}",
         if i.causal { "causal" } else { "bidirectional" }
     );
-    println!("tokenizer: {}", i.tokenizer);
+    out!("tokenizer: {}", i.tokenizer);
     for (name, sha) in &i.files {
-        println!("file: {name} sha256 {sha}");
+        out!("file: {name} sha256 {sha}");
     }
     Ok(())
 }
@@ -246,7 +247,7 @@ fn attention(
     if to_stderr {
         eprintln!("{summary}");
     } else {
-        println!("{summary}");
+        out!("{summary}");
     }
     let first = times.first().copied().unwrap_or_default();
     let mut warm = times[1..].to_vec();
@@ -308,7 +309,7 @@ fn rollout(
     if to_stderr {
         eprintln!("{summary}");
     } else {
-        println!("{summary}");
+        out!("{summary}");
     }
     Ok(())
 }
@@ -449,7 +450,7 @@ fn next(
         if to_stderr {
             eprintln!("{line}");
         } else {
-            println!("{line}");
+            out!("{line}");
         }
     }
     Ok(())
@@ -523,8 +524,7 @@ fn generate(
         generated.push(id);
         if let Ok(text) = model.decode(&generated) {
             if let Some(fresh) = text.strip_prefix(shown.as_str()) {
-                print!("{fresh}");
-                let _ = std::io::stdout().flush();
+                out_inline!("{fresh}");
                 shown = text;
             }
         }
@@ -538,7 +538,7 @@ fn generate(
         }
     }
     .map_err(to_cli)?;
-    println!();
+    out!();
     let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { f64::INFINITY };
     let after_first = stats.generated.len().saturating_sub(1);
     eprintln!(

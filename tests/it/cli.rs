@@ -635,3 +635,25 @@ fn non_finite_bias_in_a_mask_file_is_bad_input() {
         }
     }
 }
+
+/// A reader that closes standard output before the command writes (`| head` that has
+/// what it wanted) ends the command quietly with status 0: no panic, no error line.
+#[test]
+fn a_closed_standard_output_ends_quietly() {
+    use std::process::{Command, Stdio};
+    // `info`, and the demo (no subcommand).
+    for args in [vec!["info"], vec![]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // The read end goes before the command has printed anything.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}

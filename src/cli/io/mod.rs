@@ -4,4 +4,5 @@
 
 pub mod output;
 pub mod read;
+pub mod stdout;
 pub mod target;
