@@ -16,8 +16,9 @@
 //!   rows; ties go to the first head in (layer, head) order. With a single head there is
 //!   none.
 
-use ndarray::{ArrayView2, ArrayViewD, Axis, Ix4};
+use ndarray::{ArrayView2, ArrayViewD, Axis};
 
+use super::layers::self_attention;
 use crate::error::{AttentionError, Result};
 
 /// The other head nearest to one head: see [`HeadStat::nearest`].
@@ -151,34 +152,8 @@ fn mean_js_distance(
 /// negative weight (the first such cell is named: entropy takes the logarithm of every
 /// weight). No input panics.
 pub fn head_stats(attention: ArrayViewD<'_, f32>) -> Result<HeadStats> {
-    let shape = attention.shape().to_vec();
-    let a = attention.into_dimensionality::<Ix4>().map_err(|_| {
-        AttentionError::shape(
-            "attention",
-            format!("expected rank 4 (layers, heads, L, L), got shape {shape:?}"),
-        )
-    })?;
-    let (layers, heads, lq, lk) = a.dim();
-    if layers == 0 || heads == 0 || lq == 0 || lk == 0 {
-        return Err(AttentionError::shape(
-            "attention",
-            format!("shape {shape:?} is empty: head statistics need a layer, a head and a token"),
-        ));
-    }
-    if lq != lk {
-        return Err(AttentionError::shape(
-            "attention",
-            format!(
-                "{lq} queries and {lk} keys (shape {shape:?}): head statistics need self-attention, (L, L)"
-            ),
-        ));
-    }
-    if let Some((index, w)) = a.indexed_iter().find(|(_, w)| !w.is_finite()) {
-        return Err(AttentionError::option(
-            "attention",
-            format!("holds {w} at {index:?}: the weights must be finite"),
-        ));
-    }
+    let a = self_attention(attention, "head statistics need")?;
+    let (layers, heads, lq, _) = a.dim();
     if let Some((index, w)) = a.indexed_iter().find(|(_, w)| **w < 0.0) {
         return Err(AttentionError::option(
             "attention",

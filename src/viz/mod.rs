@@ -18,6 +18,7 @@ mod colormap;
 mod grid;
 mod heads;
 mod heatmap;
+mod layers;
 mod probability;
 mod rollout;
 mod svg;

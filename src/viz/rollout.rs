@@ -10,8 +10,9 @@
 //! is a probability distribution, so is every row of `R`. Causal attention is
 //! lower-triangular, so `R` is too (its upper cells are exactly 0).
 
-use ndarray::{Array2, Array3, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix4};
+use ndarray::{Array2, Array3, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension};
 
+use super::layers::self_attention;
 use crate::error::{AttentionError, Result};
 
 /// How [`attention_rollout`] combines the layers.
@@ -75,34 +76,8 @@ pub fn attention_rollout(
     options: &RolloutOptions,
 ) -> Result<ArrayD<f32>> {
     options.validate()?;
-    let shape = attention.shape().to_vec();
-    let a = attention.into_dimensionality::<Ix4>().map_err(|_| {
-        AttentionError::shape(
-            "attention",
-            format!("expected rank 4 (layers, heads, L, L), got shape {shape:?}"),
-        )
-    })?;
-    let (layers, heads, lq, lk) = a.dim();
-    if layers == 0 || heads == 0 || lq == 0 || lk == 0 {
-        return Err(AttentionError::shape(
-            "attention",
-            format!("shape {shape:?} is empty: rollout needs a layer, a head and a token"),
-        ));
-    }
-    if lq != lk {
-        return Err(AttentionError::shape(
-            "attention",
-            format!(
-                "{lq} queries and {lk} keys (shape {shape:?}): rollout needs self-attention, (L, L)"
-            ),
-        ));
-    }
-    if let Some((index, w)) = a.indexed_iter().find(|(_, w)| !w.is_finite()) {
-        return Err(AttentionError::option(
-            "attention",
-            format!("holds {w} at {index:?}: the weights must be finite"),
-        ));
-    }
+    let a = self_attention(attention, "rollout needs")?;
+    let (_, heads, lq, _) = a.dim();
     let r = options.residual;
     let n = lq;
     // Â = (1 − r)·A + r·I, in f64.
