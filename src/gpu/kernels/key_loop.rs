@@ -11,7 +11,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::layout::UniformLayout;
 use crate::gpu::kernels::pipelines::{Binding, KernelSpec};
-use crate::gpu::kernels::wgsl::kernel_wgsl;
+use crate::gpu::kernels::source::key_loop_source;
 use crate::problem::Problem;
 
 /// Bindings of fused.wgsl, shared by decode.wgsl so that both first passes of split-KV
@@ -78,24 +78,35 @@ pub(crate) fn pick_spec(
 /// concatenated: storage type, parameters and masking, launch and tile layout, the K/V
 /// reader (`vec4`: four elements at a time) and the shared row helpers.
 pub(crate) fn row_kernel_preludes(elem: Elem, vec4: bool) -> &'static str {
-    macro_rules! row_preludes {
-        ($elem:literal, $kv:literal) => {
-            kernel_wgsl!(
-                $elem,
-                "prelude/common.wgsl",
-                "prelude/masking.wgsl",
-                "prelude/launch.wgsl",
-                "prelude/tile.wgsl",
-                $kv,
-                "prelude/rows4.wgsl",
-            )
-        };
-    }
     match (elem, vec4) {
-        (Elem::F32, false) => row_preludes!("prelude/elem_f32.wgsl", "prelude/kv_scalar.wgsl"),
-        (Elem::F32, true) => row_preludes!("prelude/elem_f32.wgsl", "prelude/kv_vec4.wgsl"),
-        (Elem::F16, false) => row_preludes!("prelude/elem_f16.wgsl", "prelude/kv_scalar.wgsl"),
-        (Elem::F16, true) => row_preludes!("prelude/elem_f16.wgsl", "prelude/kv_vec4.wgsl"),
+        (Elem::F32, false) => {
+            key_loop_source!(
+                "prelude/elem_f32.wgsl",
+                "prelude/kv_scalar.wgsl",
+                "prelude/rows4.wgsl"
+            )
+        }
+        (Elem::F32, true) => {
+            key_loop_source!(
+                "prelude/elem_f32.wgsl",
+                "prelude/kv_vec4.wgsl",
+                "prelude/rows4.wgsl"
+            )
+        }
+        (Elem::F16, false) => {
+            key_loop_source!(
+                "prelude/elem_f16.wgsl",
+                "prelude/kv_scalar.wgsl",
+                "prelude/rows4.wgsl"
+            )
+        }
+        (Elem::F16, true) => {
+            key_loop_source!(
+                "prelude/elem_f16.wgsl",
+                "prelude/kv_vec4.wgsl",
+                "prelude/rows4.wgsl"
+            )
+        }
     }
 }
 

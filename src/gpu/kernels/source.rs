@@ -22,12 +22,13 @@ pub(crate) const SOFTMAX: &str = kernel_wgsl!(
 
 pub(crate) const PV: &str = kernel_wgsl!("prelude/common.wgsl", "kernels/pv.wgsl");
 
-/// A kernel that loops over keys (fused.wgsl, decode.wgsl, decode_subgroup.wgsl): its
+/// A kernel that loops over keys (fused.wgsl, decode.wgsl, decode_subgroup.wgsl, and the
+/// generated fused_tiled.wgsl and fused_lanes.wgsl): its
 /// element type, the shared preludes, how it reads K and V, then the kernel itself;
 /// `subgroups;` first for one that uses subgroup operations.
 macro_rules! key_loop_source {
     ($($sg:ident;)? $elem:literal, $kv:literal, $kernel:literal) => {
-        kernel_wgsl!(
+        $crate::gpu::kernels::wgsl::kernel_wgsl!(
             $($sg;)?
             $elem,
             "prelude/common.wgsl",
@@ -39,6 +40,10 @@ macro_rules! key_loop_source {
         )
     };
 }
+
+// The generated key-loop kernels (`key_loop::row_kernel_preludes`) take the same
+// preludes, ending with their shared row helpers.
+pub(crate) use key_loop_source;
 
 pub(crate) const FUSED: &str = key_loop_source!(
     "prelude/elem_f32.wgsl",
