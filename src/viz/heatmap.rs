@@ -285,24 +285,38 @@ fn legend_height(grid_h: f64) -> f64 {
     grid_h.clamp(120.0, 260.0)
 }
 
-/// A vertical colour bar from 1 (top) to 0, ticks at quarters, and the masked swatch.
-pub(crate) fn legend(s: &mut String, scale: &ColorScale, x: f64, y: f64, grid_h: f64) {
+/// The bar both legends draw: LEGEND_STEPS cells from the top, each the colour at the
+/// fraction of the bar's height its centre lies at (0 at the top, 1 at the bottom), and
+/// an outline. Returns the bar's height.
+fn legend_bar(
+    s: &mut String,
+    x: f64,
+    y: f64,
+    grid_h: f64,
+    colour_at: impl Fn(f32) -> [u8; 3],
+) -> f64 {
     let h = legend_height(grid_h);
     let step = h / LEGEND_STEPS as f64;
     for n in 0..LEGEND_STEPS {
-        let w = 1.0 - (n as f32 + 0.5) / LEGEND_STEPS as f32;
+        let f = (n as f32 + 0.5) / LEGEND_STEPS as f32;
         let _ = writeln!(
             s,
             r#"<rect x="{x:.1}" y="{:.2}" width="{LEGEND_BAR}" height="{:.2}" fill="{}"/>"#,
             y + n as f64 * step,
             step + 0.3,
-            ColorScale::hex(scale.rgb(w))
+            ColorScale::hex(colour_at(f))
         );
     }
     let _ = writeln!(
         s,
         r##"<rect x="{x:.1}" y="{y:.1}" width="{LEGEND_BAR}" height="{h:.1}" fill="none" stroke="#888"/>"##
     );
+    h
+}
+
+/// A vertical colour bar from 1 (top) to 0, ticks at quarters, and the masked swatch.
+pub(crate) fn legend(s: &mut String, scale: &ColorScale, x: f64, y: f64, grid_h: f64) {
+    let h = legend_bar(s, x, y, grid_h, |f| scale.rgb(1.0 - f));
     for q in 0..=4 {
         let v = 1.0 - q as f64 / 4.0;
         let ty = y + q as f64 / 4.0 * h + VALUE_FONT * 0.35;
@@ -335,22 +349,7 @@ pub(crate) fn diverging_legend(
     y: f64,
     grid_h: f64,
 ) {
-    let h = legend_height(grid_h);
-    let step = h / LEGEND_STEPS as f64;
-    for n in 0..LEGEND_STEPS {
-        let t = 1.0 - 2.0 * (n as f32 + 0.5) / LEGEND_STEPS as f32;
-        let _ = writeln!(
-            s,
-            r#"<rect x="{x:.1}" y="{:.2}" width="{LEGEND_BAR}" height="{:.2}" fill="{}"/>"#,
-            y + n as f64 * step,
-            step + 0.3,
-            ColorScale::hex(scale.rgb(t))
-        );
-    }
-    let _ = writeln!(
-        s,
-        r##"<rect x="{x:.1}" y="{y:.1}" width="{LEGEND_BAR}" height="{h:.1}" fill="none" stroke="#888"/>"##
-    );
+    let h = legend_bar(s, x, y, grid_h, |f| scale.rgb(1.0 - 2.0 * f));
     for q in 0..=4 {
         let v = (1.0 - q as f64 / 2.0) * range as f64;
         let ty = y + q as f64 / 4.0 * h + VALUE_FONT * 0.35;
