@@ -263,19 +263,9 @@ fn bad_rollout_input_exits_2_naming_the_flag() {
         check(residual, run(&["--residual", residual]), "--residual");
     }
     check("not a number", run(&["--residual", "half"]), "--residual");
-    check("bad backend", run(&["--backend", "tpu"]), "--backend");
-    let mut missing = run(&[]);
-    missing[3] = t.arg("nowhere");
-    check("missing model", missing, "--model");
-    let mut empty = run(&[]);
-    empty[5] = String::new();
-    check("empty text", empty, "--text");
-    let mut long = run(&[]);
-    long[5] = "the ".repeat(POSITIONS);
-    check("too long text", long, "--text");
-    let mut no_dir = run(&[]);
-    no_dir[7] = t.arg("no/such/dir/r.npy");
-    check("output directory missing", no_dir, "--out");
+    for (what, args, needle) in model_text_out_cases(&t, &run, "--out", "r.npy") {
+        check(what, args, needle);
+    }
     let mut same = run(&[]);
     same[9] = out.clone();
     check("one file for both outputs", same, "--tokens-out");
@@ -367,22 +357,39 @@ fn bad_heads_input_exits_2_naming_the_flag() {
         assert_bad_input(what, &args, needle);
         assert!(!t.path("h.json").exists(), "{what}: an output was written");
     };
-    check("bad backend", run(&["--backend", "tpu"]), "--backend");
-    let mut missing = run(&[]);
-    missing[3] = t.arg("nowhere");
-    check("missing model", missing, "--model");
-    let mut empty = run(&[]);
-    empty[5] = String::new();
-    check("empty text", empty, "--text");
-    let mut long = run(&[]);
-    long[5] = "the ".repeat(POSITIONS);
-    check("too long text", long, "--text");
-    let mut no_dir = run(&[]);
-    no_dir[7] = t.arg("no/such/dir/h.json");
-    check("output directory missing", no_dir, "--json");
+    for (what, args, needle) in model_text_out_cases(&t, &run, "--json", "h.json") {
+        check(what, args, needle);
+    }
     let mut no_text = run(&[]);
     no_text.drain(4..6);
     check("no --text", no_text, "--text");
+}
+
+/// The bad inputs every `model COMMAND --model M --text T OUT_FLAG FILE` shares, from
+/// `run` (which returns those arguments, then its own extra ones): a bad backend, a
+/// missing model, an empty and a too long text, an output in a missing folder; each with
+/// the flag its error must name.
+fn model_text_out_cases(
+    t: &TempDir,
+    run: &dyn Fn(&[&str]) -> Vec<String>,
+    out_flag: &'static str,
+    out_file: &str,
+) -> Vec<(&'static str, Vec<String>, &'static str)> {
+    let mut missing = run(&[]);
+    missing[3] = t.arg("nowhere");
+    let mut empty = run(&[]);
+    empty[5] = String::new();
+    let mut long = run(&[]);
+    long[5] = "the ".repeat(POSITIONS);
+    let mut no_dir = run(&[]);
+    no_dir[7] = t.arg(&format!("no/such/dir/{out_file}"));
+    vec![
+        ("bad backend", run(&["--backend", "tpu"]), "--backend"),
+        ("missing model", missing, "--model"),
+        ("empty text", empty, "--text"),
+        ("too long text", long, "--text"),
+        ("output directory missing", no_dir, out_flag),
+    ]
 }
 
 #[test]

@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 
+use crate::cli_common::{cli, TempDir};
 use crate::common::ctx;
 use ndarray::{Array1, Array2, Array4};
 use ndarray_npy::read_npy;
@@ -259,29 +260,14 @@ fn rollout_of_the_cat_sentence_matches_the_numpy_rollout() {
             .into_dimensionality()
             .expect("(L, L)")
     };
-    let m = minilm();
-    let reference = m.forward_reference(&ids, true).expect("reference forward");
-    worst(
-        "float64 cpu",
-        &rollout(&reference.attention.expect("attention")),
-    );
-    let cpu = m.forward_cpu(&ids, true).expect("cpu forward");
-    worst("fast cpu", &rollout(&cpu.attention.expect("attention")));
-    let gpu = m.upload(ctx()).expect("upload");
-    let out = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu forward");
-    worst("gpu", &rollout(&out.attention.expect("attention")));
+    for (how, attention) in attention_on_every_path(&ids) {
+        worst(how, &rollout(&attention));
+    }
 
-    let dir = std::env::temp_dir().join(format!("wgpu-attention-rollout-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let r_path = dir.join("r.npy");
+    let dir = TempDir::new("real-rollout");
+    let r_path = dir.arg("r.npy");
     for backend in ["gpu", "cpu"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
-            .args(["model", "rollout", "--model", "minilm"])
-            .args(["--text", "The cat sat on the mat", "--backend", backend])
-            .arg("--out")
-            .arg(&r_path)
-            .output()
-            .expect("run wgpu-attention");
+        let out = cli(&cat_cli("rollout", backend, "--out", &r_path));
         assert!(
             out.status.success(),
             "{backend}: {}",
@@ -290,7 +276,6 @@ fn rollout_of_the_cat_sentence_matches_the_numpy_rollout() {
         let r: Array2<f32> = read_npy(&r_path).expect("R.npy");
         worst(&format!("cli {backend}"), &r);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Per-head statistics of "The cat sat on the mat" against numpy's float64 computation
@@ -351,29 +336,14 @@ fn head_stats_of_the_cat_sentence_match_numpys() {
     let stats = |a: &Array4<f32>| as_json(&head_stats(a.view().into_dyn()).expect("stats"));
     let fixture: Array4<f32> = read_npy(fixtures().join("cat_attention.npy")).expect("npy");
     worst("fixture attention", &stats(&fixture));
-    let m = minilm();
-    let reference = m.forward_reference(&ids, true).expect("reference forward");
-    worst(
-        "float64 cpu",
-        &stats(&reference.attention.expect("attention")),
-    );
-    let cpu = m.forward_cpu(&ids, true).expect("cpu forward");
-    worst("fast cpu", &stats(&cpu.attention.expect("attention")));
-    let gpu = m.upload(ctx()).expect("upload");
-    let out = pollster::block_on(gpu.forward(ctx(), &ids, true)).expect("gpu forward");
-    worst("gpu", &stats(&out.attention.expect("attention")));
+    for (how, attention) in attention_on_every_path(&ids) {
+        worst(how, &stats(&attention));
+    }
 
-    let dir = std::env::temp_dir().join(format!("wgpu-attention-heads-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let j_path = dir.join("heads.json");
+    let dir = TempDir::new("real-heads");
+    let j_path = dir.arg("heads.json");
     for backend in ["gpu", "cpu"] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wgpu-attention"))
-            .args(["model", "heads", "--model", "minilm"])
-            .args(["--text", "The cat sat on the mat", "--backend", backend])
-            .arg("--json")
-            .arg(&j_path)
-            .output()
-            .expect("run wgpu-attention");
+        let out = cli(&cat_cli("heads", backend, "--json", &j_path));
         assert!(
             out.status.success(),
             "{backend}: {}",
@@ -388,5 +358,41 @@ fn head_stats_of_the_cat_sentence_match_numpys() {
             doc["heads"].as_array().expect("heads"),
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// MiniLM's attention for `ids` from every path: the float64 reference, the fast CPU
+/// forward and the GPU forward.
+fn attention_on_every_path(ids: &[u32]) -> Vec<(&'static str, Array4<f32>)> {
+    let m = minilm();
+    let reference = m.forward_reference(ids, true).expect("reference forward");
+    let cpu = m.forward_cpu(ids, true).expect("cpu forward");
+    let gpu = m.upload(ctx()).expect("upload");
+    let out = pollster::block_on(gpu.forward(ctx(), ids, true)).expect("gpu forward");
+    vec![
+        ("float64 cpu", reference.attention.expect("attention")),
+        ("fast cpu", cpu.attention.expect("attention")),
+        ("gpu", out.attention.expect("attention")),
+    ]
+}
+
+/// `model COMMAND --model minilm` on the cat sentence with `backend`, writing `out_flag`
+/// to `path`.
+fn cat_cli<'a>(
+    command: &'a str,
+    backend: &'a str,
+    out_flag: &'a str,
+    path: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        "model",
+        command,
+        "--model",
+        "minilm",
+        "--text",
+        "The cat sat on the mat",
+        "--backend",
+        backend,
+        out_flag,
+        path,
+    ]
 }
