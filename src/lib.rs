@@ -58,6 +58,7 @@ mod mha;
 pub mod model;
 mod options;
 mod output;
+mod patterns;
 mod prepared;
 mod problem;
 mod reference;
@@ -90,6 +91,12 @@ pub use mha::{
 };
 pub use options::{Alignment, AttentionOptions, FusedKernel, KernelPath, Mask, Precision, Window};
 pub use output::AttentionOutput;
+#[cfg(not(target_arch = "wasm32"))]
+pub use patterns::gpu::attention_patterns;
+pub use patterns::gpu::attention_patterns_async;
+pub use patterns::output::{AttentionPatterns, PooledWeights};
+pub use patterns::reference::patterns_reference;
+pub use patterns::request::{PatternOptions, MAX_POOL};
 pub use prepared::{AttentionBuffers, PreparedAttention};
 #[doc(hidden)]
 pub use problem::validate_calls_for_tests;

@@ -106,7 +106,7 @@ pub fn attention_reference(
     Ok(AttentionOutput { out, weights, lse })
 }
 
-fn broadcast<'a, T: Copy>(
+pub(crate) fn broadcast<'a, T: Copy>(
     m: &'a ArrayViewD<'_, T>,
     target: (usize, usize, usize, usize),
 ) -> Option<ArrayView4<'a, T>> {
@@ -128,7 +128,7 @@ fn dot(
 
 /// Softmax of one row over the allowed logits, into `weights` (0 where not allowed);
 /// returns the row's log-sum-exp (-inf when nothing is allowed).
-fn softmax_row(logits: &[f64], allowed: &[bool], weights: &mut [f64]) -> f64 {
+pub(crate) fn softmax_row(logits: &[f64], allowed: &[bool], weights: &mut [f64]) -> f64 {
     weights.iter_mut().for_each(|w| *w = 0.0);
     // NaN-propagating max over the allowed logits; None when nothing is allowed.
     let mut max: Option<f64> = None;

@@ -10,8 +10,8 @@
 
 use crate::gpu::kernels::pipelines::KernelSpec;
 use crate::gpu::kernels::{
-    cast, combine, decode, decode_subgroup, fused, fused_lanes, fused_tiled, linear, pv, qk,
-    softmax, weights,
+    cast, combine, decode, decode_subgroup, fused, fused_lanes, fused_tiled, linear, patterns, pv,
+    qk, softmax, weights,
 };
 
 #[cfg(test)]
@@ -86,6 +86,7 @@ pub(crate) fn kernels() -> Vec<Kernel> {
         &weights::SPEC_F16,
         &combine::COMBINE_SPEC,
         &cast::SPEC,
+        &patterns::SPEC,
     ];
     let mut all: Vec<Kernel> = fixed.into_iter().map(Kernel::fixed).collect();
     let dense = linear::TILED_SPECS.iter().chain(&linear::LANES_SPECS);

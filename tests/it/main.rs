@@ -45,6 +45,7 @@ mod npy_fuzz;
 mod numerics;
 mod own_encoder;
 mod paths;
+mod patterns;
 mod properties;
 mod rejected;
 mod shaders;

@@ -14,6 +14,7 @@ pub(crate) mod launch;
 pub(crate) mod layout;
 pub(crate) mod linear;
 pub(crate) mod params;
+pub(crate) mod patterns;
 pub(crate) mod pipelines;
 pub(crate) mod plan;
 pub(crate) mod pv;

@@ -177,3 +177,12 @@ matmul_sources!(
     MATMUL_LANES_F16,
     MATMUL_LANES_SCALAR_F16
 );
+
+/// Attention patterns recomputed from q and k (patterns.wgsl): f32 storage, the shared
+/// prelude and the masking rule.
+pub(crate) const PATTERNS: &str = kernel_wgsl!(
+    "prelude/elem_f32.wgsl",
+    "prelude/common.wgsl",
+    "prelude/masking.wgsl",
+    "kernels/patterns.wgsl"
+);
