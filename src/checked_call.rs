@@ -80,7 +80,22 @@ pub(crate) fn check_device_sizes(ctx: &GpuContext, p: &Problem) -> Result<()> {
         tensors.push(("lse", vec![b, hq, lq]));
     }
     for (arg, shape) in &tensors {
-        buffers::check_size(ctx, arg, shape, buffers::f32_bytes(arg, shape)?)?;
+        let fits = buffers::f32_bytes(arg, shape)
+            .and_then(|bytes| buffers::check_size(ctx, arg, shape, bytes));
+        if let Err(AttentionError::TooLarge {
+            arg: "weights",
+            detail,
+        }) = fits
+        {
+            return Err(AttentionError::TooLarge {
+                arg: "weights",
+                detail: format!(
+                    "{detail}; for long contexts ask attention_patterns for a pooled map, \
+                     selected heads or a window (the CLI's --pool P, --heads, --rows)"
+                ),
+            });
+        }
+        fits?;
     }
     if let Some(m) = p.mask {
         let elem = match m.kind {

@@ -37,7 +37,8 @@ struct Pattern {
     off_max: u32,
     off_mean: u32,
     off_colsum: u32,
-    _pad: u32,
+    // Where a stage marks that the driver cut one of its loops short.
+    off_cut: u32,
 }
 
 @group(0) @binding(1) var<uniform> pattern: Pattern;
@@ -50,6 +51,17 @@ struct Pattern {
 @group(0) @binding(8) var<storage, read_write> result: array<f32>;
 
 override STAGE: u32 = 0u;
+
+// Set when a loop ended before its bound: some drivers stop every loop of an invocation
+// once a shared count of iterations runs out (llvmpipe before Mesa 25: 65,535), which
+// would silently drop keys. Each stage reports it, and the call fails instead.
+var<private> CUT: bool = false;
+
+fn check_end(at: u32, end: u32) {
+    if at < end {
+        CUT = true;
+    }
+}
 
 const WG: u32 = 64u;
 const ROWS: u32 = 4u;
@@ -74,9 +86,11 @@ fn score(bh: u32, i: u32, j: u32) -> f32 {
     let qb = (bh * params.len_q + i) * params.dim - params.q_base;
     let kb = (kv_head_of(bh) * params.len_k + j) * params.dim - params.k_base;
     var acc = 0.0;
-    for (var d = 0u; d < params.dim; d++) {
+    var d = 0u;
+    for (; d < params.dim; d++) {
         acc = fma(f32(q[qb + d]), f32(k[kb + d]), acc);
     }
+    check_end(d, params.dim);
     return acc;
 }
 
@@ -87,10 +101,12 @@ fn score4(bh: u32, i0: u32, last: u32, j: u32) -> vec4<f32> {
     let qb = (vec4(bh * params.len_q) + rows) * params.dim - vec4(params.q_base);
     let kb = (kv_head_of(bh) * params.len_k + j) * params.dim - params.k_base;
     var acc = vec4(0.0);
-    for (var d = 0u; d < params.dim; d++) {
+    var d = 0u;
+    for (; d < params.dim; d++) {
         let qd = vec4(f32(q[qb.x + d]), f32(q[qb.y + d]), f32(q[qb.z + d]), f32(q[qb.w + d]));
         acc = fma(qd, vec4(f32(k[kb + d])), acc);
     }
+    check_end(d, params.dim);
     return acc;
 }
 
@@ -153,9 +169,11 @@ fn stage_stats(t: u32) {
     let b = key_span(pattern.row_lo + last, 0u, params.len_k);
     let lo = min(a.x, b.x);
     let hi = max(a.y, b.y);
-    for (var blk = lo; blk < hi; blk += BLOCK) {
+    var blk = lo;
+    for (; blk < hi; blk += BLOCK) {
         let end = min(blk + BLOCK, hi);
-        for (var j = blk; j < end; j++) {
+        var j = blk;
+        for (; j < end; j++) {
             let i0 = pattern.row_lo + r0;
             let sc = score4(bh, i0, pattern.row_lo + last, j);
             for (var r = 0u; r < ROWS; r++) {
@@ -184,7 +202,9 @@ fn stage_stats(t: u32) {
                 }
             }
         }
+        check_end(j, end);
     }
+    check_end(blk, hi);
     for (var r = 0u; r < ROWS; r++) {
         let row = r0 + r;
         if row >= pattern.row_count {
@@ -239,20 +259,24 @@ fn stage_pool(t: u32) {
     var big = 0.0;
     var total = 0.0;
     var bad = false;
-    for (var row = r_lo; row < r_hi; row++) {
+    var row = r_lo;
+    for (; row < r_hi; row++) {
         let i = pattern.row_lo + row;
         let ml = stats[slot * pattern.row_count + row];
         let span = key_span(i, c_lo, c_hi);
         // Each row summed on its own, then added: shorter f32 sums.
         var part = 0.0;
-        for (var j = span.x; j < span.y; j++) {
+        var j = span.x;
+        for (; j < span.y; j++) {
             let w = weight(bh, i, j, ml);
             bad = bad || is_nan(w);
             big = max(big, w);
             part += w;
         }
+        check_end(j, span.y);
         total += part;
     }
+    check_end(row, r_hi);
     let cell = (sel * pattern.pool_rows + r) * pattern.pool_cols + c;
     let count = f32(r_hi - r_lo) * f32(c_hi - c_lo);
     result[pattern.off_max + cell] = select(big, quiet_nan(), bad);
@@ -269,16 +293,21 @@ fn stage_colsum(t: u32) {
     let lo = pattern.row_lo;
     let span = row_span(pattern.col_lo + c0, pattern.col_lo + c1 - 1u, lo, lo + pattern.row_count);
     var sums = vec4(0.0);
-    for (var blk = span.x; blk < span.y; blk += BLOCK) {
+    var blk = span.x;
+    for (; blk < span.y; blk += BLOCK) {
         var part = vec4(0.0);
-        for (var i = blk; i < min(blk + BLOCK, span.y); i++) {
+        let end = min(blk + BLOCK, span.y);
+        var i = blk;
+        for (; i < end; i++) {
             let ml = stats[bh * pattern.row_count + i - lo];
             for (var c = c0; c < c1; c++) {
                 part[c - c0] += weight(bh, i, pattern.col_lo + c, ml);
             }
         }
+        check_end(i, end);
         sums += part;
     }
+    check_end(blk, span.y);
     for (var c = c0; c < c1; c++) {
         result[pattern.off_colsum + bh * pattern.col_count + c] = sums[c - c0];
     }
@@ -325,5 +354,8 @@ fn main(
         default: {
             stage_colsum(t);
         }
+    }
+    if CUT {
+        result[pattern.off_cut] = 1.0;
     }
 }

@@ -199,6 +199,8 @@ pub async fn attention_patterns_async(
             "column_sums" => out.column_sums = Some(array3(sh, v)?),
             "weights" => out.weights = Some(array4(sh, v)?),
             "pool_max" => pool_max = Some(array4(sh, v)?),
+            "cut" if v.first().is_some_and(|&x| x != 0.0) => return Err(loop_cap(&p, &plan)),
+            "cut" => {}
             _ => {
                 let (row_edges, col_edges) = plan.edges().unwrap_or_default();
                 out.pooled = Some(PooledWeights {
@@ -244,6 +246,22 @@ pub fn attention_patterns(
     pollster::block_on(attention_patterns_async(ctx, q, k, opts, ask))
 }
 
+/// The error for a call whose loops the driver cut short.
+fn loop_cap(p: &Problem, plan: &PatternPlan) -> AttentionError {
+    AttentionError::TooLarge {
+        arg: "rows",
+        detail: format!(
+            "this driver stops shader loops after a fixed count of iterations (llvmpipe before \
+             Mesa 25 stops at 65,535), and these patterns (Lk {}, D {}, a window of {} x {}) \
+             loop longer; narrow the window of rows and cols, or pool into more cells",
+            p.len_k,
+            p.dim,
+            plan.rows.len(),
+            plan.cols.len()
+        ),
+    }
+}
+
 fn array3(shape: &[usize], v: Vec<f32>) -> Result<Array3<f32>> {
     Array3::from_shape_vec((shape[0], shape[1], shape[2]), v)
         .map_err(|e| AttentionError::Device(format!("patterns readback: {e}")))
@@ -282,6 +300,7 @@ fn layout(p: &Problem, plan: &PatternPlan) -> Result<(Vec<Slot>, u64)> {
     if plan.column_sums {
         push("column_sums", vec![b, hq, nc]);
     }
+    push("cut", vec![1]);
     Ok((slots, at))
 }
 
@@ -373,7 +392,10 @@ fn pattern_params(
         off_max: off("pool_max"),
         off_mean: off("pool_mean"),
         off_colsum: off("column_sums"),
-        _pad: 0,
+        off_cut: slots
+            .iter()
+            .find(|s| s.arg == "cut")
+            .map_or(0, |s| s.offset as u32),
     }
 }
 

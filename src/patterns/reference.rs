@@ -132,6 +132,10 @@ impl Rows<'_, '_, '_> {
     fn weights_of(&self, b: usize, h: usize, rows: std::ops::Range<usize>) -> Vec<Vec<f64>> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let all: Vec<usize> = rows.collect();
+        if threads == 1 {
+            // No thread is spawned where there is one (and none can be, as on the web).
+            return all.iter().map(|&i| self.row(b, h, i)).collect();
+        }
         let per = all.len().div_ceil(threads).max(1);
         std::thread::scope(|scope| {
             let jobs: Vec<_> = all

@@ -452,3 +452,35 @@ fn weights_beyond_a_binding_are_refused_pointing_at_the_pool() {
     let want = patterns_reference(q.view(), k.view(), &AttentionOptions::default(), &ask).unwrap();
     assert_patterns_close("pooled under a small binding", &got, &want);
 }
+
+#[test]
+fn a_driver_that_cuts_long_loops_short_gives_an_error_not_wrong_patterns() {
+    // 2,048 keys of 64 dims loop far past llvmpipe's (before Mesa 25) 65,535 iterations
+    // per invocation. Where the driver cuts loops, the call must say so; elsewhere it must
+    // match the reference.
+    let (q, k, _) = qkv(21, (1, 1, 1), (8, 2048), (64, 64));
+    let ask = PatternOptions {
+        entropy: true,
+        pool: Some(4),
+        ..Default::default()
+    };
+    let opts = AttentionOptions::default();
+    match attention_patterns(ctx(), q.view(), k.view(), &opts, &ask) {
+        Ok(got) => {
+            let want = patterns_reference(q.view(), k.view(), &opts, &ask).unwrap();
+            assert_patterns_close("long rows", &got, &want);
+        }
+        Err(AttentionError::TooLarge {
+            arg: "rows",
+            detail,
+        }) => {
+            assert_eq!(
+                ctx().adapter_info().device_type,
+                wgpu::DeviceType::Cpu,
+                "{detail}"
+            );
+            assert!(detail.contains("65,535"), "{detail}");
+        }
+        Err(e) => panic!("{e}"),
+    }
+}

@@ -59,14 +59,14 @@ pub(crate) struct PatternParams {
     pub off_max: u32,
     pub off_mean: u32,
     pub off_colsum: u32,
-    pub _pad: u32,
+    pub off_cut: u32,
 }
 
 /// [`PatternParams`] as `shaders/kernels/patterns.wgsl` declares it.
 pub(crate) fn pattern_uniform() -> UniformLayout {
     uniform_layout!(PatternParams as "Pattern" {
         n_sel, n_stat, stats_all, outputs, row_lo, row_count, col_lo, col_count, pool_rows,
-        pool_cols, off_entropy, off_weights, off_max, off_mean, off_colsum, _pad,
+        pool_cols, off_entropy, off_weights, off_max, off_mean, off_colsum, off_cut,
     })
 }
 
