@@ -94,6 +94,8 @@ pub use output::AttentionOutput;
 #[cfg(not(target_arch = "wasm32"))]
 pub use patterns::gpu::attention_patterns;
 pub use patterns::gpu::attention_patterns_async;
+#[doc(hidden)]
+pub use patterns::gpu::attention_patterns_sliced_for_tests;
 pub use patterns::output::{AttentionPatterns, PooledWeights};
 pub use patterns::reference::patterns_reference;
 pub use patterns::request::{PatternOptions, MAX_POOL};

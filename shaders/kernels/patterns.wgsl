@@ -12,8 +12,12 @@
 // Rows and columns are those of the window (pattern.row_lo.., pattern.col_lo..); keys a
 // row's causal or window structure excludes are skipped, the rest go through the
 // masking rule. No loop runs more than BLOCK iterations (drivers cap loop counts): long
-// loops are a loop of BLOCK-long loops. Row rule as everywhere: a row that met a NaN or
-// +inf logit is NaN throughout; a row with no allowed key has weights 0 and entropy 0.
+// loops are a loop of BLOCK-long loops. Where a driver caps the iterations of one
+// invocation in total, the host records a stage several times over slices of its work
+// (pattern.slice_*): stats over ranges of keys, pool over sub-blocks of every cell,
+// column sums over ranges of rows; each slice adds to what the earlier ones left in
+// `stats` or `result`. Row rule as everywhere: a row that met a NaN or +inf logit is NaN
+// throughout; a row with no allowed key has weights 0 and entropy 0.
 
 // Must match `PatternParams` in src/gpu/kernels/patterns.rs.
 struct Pattern {
@@ -39,6 +43,18 @@ struct Pattern {
     off_colsum: u32,
     // Where a stage marks that the driver cut one of its loops short.
     off_cut: u32,
+    // This recording's slice of the stage's work: stats, keys [slice_lo, slice_hi);
+    // column sums, window rows [slice_lo, slice_hi); pool, the rows [slice_lo, slice_hi)
+    // and columns [slice_lo2, slice_hi2) of every cell, counted from the cell's first.
+    slice_lo: u32,
+    slice_hi: u32,
+    slice_lo2: u32,
+    slice_hi2: u32,
+    // Bit 0: the first slice (start from nothing); bit 1: the last (finish the mean).
+    slice_flags: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(1) var<uniform> pattern: Pattern;
@@ -47,7 +63,8 @@ struct Pattern {
 @group(0) @binding(4) var<storage, read> mask: array<u32>;
 @group(0) @binding(5) var<storage, read> kv_lens: array<u32>;
 @group(0) @binding(6) var<storage, read> heads: array<u32>;
-@group(0) @binding(7) var<storage, read_write> stats: array<vec2<f32>>;
+// Per row: (m, l, t, 0); m is NaN once the row met a poisoning logit.
+@group(0) @binding(7) var<storage, read_write> stats: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read_write> result: array<f32>;
 
 override STAGE: u32 = 0u;
@@ -71,6 +88,12 @@ const OUT_ENTROPY: u32 = 1u;
 const OUT_WEIGHTS: u32 = 2u;
 const OUT_POOL: u32 = 4u;
 const OUT_COLSUM: u32 = 8u;
+const FIRST_SLICE: u32 = 1u;
+const LAST_SLICE: u32 = 2u;
+
+fn first_slice() -> bool {
+    return (pattern.slice_flags & FIRST_SLICE) != 0u;
+}
 
 fn is_pos_inf(x: f32) -> bool {
     return bitcast<u32>(x) == 0x7f800000u;
@@ -86,12 +109,26 @@ fn score(bh: u32, i: u32, j: u32) -> f32 {
     let qb = (bh * params.len_q + i) * params.dim - params.q_base;
     let kb = (kv_head_of(bh) * params.len_k + j) * params.dim - params.k_base;
     var acc = 0.0;
+    // Four terms per iteration (fewer iterations against a driver's cap), in order.
+    let d4 = params.dim & ~3u;
     var d = 0u;
+    for (; d < d4; d += 4u) {
+        acc = fma(f32(q[qb + d]), f32(k[kb + d]), acc);
+        acc = fma(f32(q[qb + d + 1u]), f32(k[kb + d + 1u]), acc);
+        acc = fma(f32(q[qb + d + 2u]), f32(k[kb + d + 2u]), acc);
+        acc = fma(f32(q[qb + d + 3u]), f32(k[kb + d + 3u]), acc);
+    }
+    check_end(d, d4);
     for (; d < params.dim; d++) {
         acc = fma(f32(q[qb + d]), f32(k[kb + d]), acc);
     }
     check_end(d, params.dim);
     return acc;
+}
+
+// Element d of the four query rows starting at `qb`.
+fn q_at(qb: vec4<u32>, d: u32) -> vec4<f32> {
+    return vec4(f32(q[qb.x + d]), f32(q[qb.y + d]), f32(q[qb.z + d]), f32(q[qb.w + d]));
 }
 
 // The unscaled scores of rows i0 .. i0 + 3 (the last clamped to `last`) with key j, each
@@ -101,10 +138,17 @@ fn score4(bh: u32, i0: u32, last: u32, j: u32) -> vec4<f32> {
     let qb = (vec4(bh * params.len_q) + rows) * params.dim - vec4(params.q_base);
     let kb = (kv_head_of(bh) * params.len_k + j) * params.dim - params.k_base;
     var acc = vec4(0.0);
+    let d4 = params.dim & ~3u;
     var d = 0u;
+    for (; d < d4; d += 4u) {
+        acc = fma(q_at(qb, d), vec4(f32(k[kb + d])), acc);
+        acc = fma(q_at(qb, d + 1u), vec4(f32(k[kb + d + 1u])), acc);
+        acc = fma(q_at(qb, d + 2u), vec4(f32(k[kb + d + 2u])), acc);
+        acc = fma(q_at(qb, d + 3u), vec4(f32(k[kb + d + 3u])), acc);
+    }
+    check_end(d, d4);
     for (; d < params.dim; d++) {
-        let qd = vec4(f32(q[qb.x + d]), f32(q[qb.y + d]), f32(q[qb.z + d]), f32(q[qb.w + d]));
-        acc = fma(qd, vec4(f32(k[kb + d])), acc);
+        acc = fma(q_at(qb, d), vec4(f32(k[kb + d])), acc);
     }
     check_end(d, params.dim);
     return acc;
@@ -154,74 +198,96 @@ fn weight(bh: u32, i: u32, j: u32, ml: vec2<f32>) -> f32 {
     return select(exp(x - ml.x) / ml.y, quiet_nan(), is_nan(ml.x));
 }
 
-// Stage 0: (m, l) and the entropy of ROWS consecutive window rows of one head.
+// Row i's running (m, l, t) after one more masked logit x; a NaN m marks a row that met
+// a poisoning logit.
+fn fold(acc: vec3<f32>, x: f32) -> vec3<f32> {
+    if is_nan(acc.x) || is_neg_inf(x) {
+        return acc;
+    }
+    if poisons(x) {
+        return vec3(quiet_nan());
+    }
+    if x > acc.x {
+        // Rescale to the new max: t' = c (t + l (m - x)), l' = c l + 1.
+        let c = exp(acc.x - x);
+        let shift = select(acc.x - x, 0.0, is_neg_inf(acc.x));
+        return vec3(x, c * acc.y + 1.0, c * (acc.z + acc.y * shift));
+    }
+    let e = exp(x - acc.x);
+    return vec3(acc.x, acc.y + e, acc.z + e * (x - acc.x));
+}
+
+// What an earlier slice left for row `at` of the stats, or the empty row.
+fn stats_in(at: u32) -> vec3<f32> {
+    if first_slice() {
+        return vec3(neg_inf(), 0.0, 0.0);
+    }
+    return stats[at].xyz;
+}
+
+// Stores row `row`'s stats and, for every head, its entropy -sum w log w = log l - t / l.
+fn stats_out(slot: u32, bh: u32, row: u32, acc: vec3<f32>) {
+    stats[slot * pattern.row_count + row] = vec4(acc, 0.0);
+    if (pattern.outputs & OUT_ENTROPY) != 0u && pattern.stats_all != 0u {
+        var h = 0.0;
+        if is_nan(acc.x) {
+            h = quiet_nan();
+        } else if !is_neg_inf(acc.x) {
+            h = max(log(acc.y) - acc.z / acc.y, 0.0);
+        }
+        result[pattern.off_entropy + bh * pattern.row_count + row] = h;
+    }
+}
+
+// Stage 0: (m, l, t) of ROWS consecutive window rows of one head over this slice's keys,
+// carried on from the earlier slices'. The four rows are four variables, not an array
+// (no private array indexed at run time).
 fn stage_stats(t: u32) {
     let groups = (pattern.row_count + ROWS - 1u) / ROWS;
     let slot = t / groups;
     let r0 = (t % groups) * ROWS;
     let bh = select(heads[slot], slot, pattern.stats_all != 0u);
-    var m = vec4(neg_inf());
-    var l = vec4(0.0);
-    var s = vec4(0.0);
-    var bad = vec4(false);
     let last = min(r0 + ROWS, pattern.row_count) - 1u;
-    let a = key_span(pattern.row_lo + r0, 0u, params.len_k);
+    let base = slot * pattern.row_count + r0;
+    var a0 = stats_in(base);
+    var a1 = stats_in(min(base + 1u, base + last - r0));
+    var a2 = stats_in(min(base + 2u, base + last - r0));
+    var a3 = stats_in(min(base + 3u, base + last - r0));
+    let i0 = pattern.row_lo + r0;
+    let a = key_span(i0, 0u, params.len_k);
     let b = key_span(pattern.row_lo + last, 0u, params.len_k);
-    let lo = min(a.x, b.x);
-    let hi = max(a.y, b.y);
+    let lo = max(min(a.x, b.x), pattern.slice_lo);
+    let hi = max(min(max(a.y, b.y), pattern.slice_hi), lo);
+    let n = last - r0;
     var blk = lo;
     for (; blk < hi; blk += BLOCK) {
         let end = min(blk + BLOCK, hi);
         var j = blk;
         for (; j < end; j++) {
-            let i0 = pattern.row_lo + r0;
-            let sc = score4(bh, i0, pattern.row_lo + last, j);
-            for (var r = 0u; r < ROWS; r++) {
-                if r0 + r > last {
-                    break;
-                }
-                let x = masked_logit(bh, i0 + r, j, params.scale * sc[r]);
-                if is_neg_inf(x) {
-                    continue;
-                }
-                if poisons(x) {
-                    bad[r] = true;
-                    continue;
-                }
-                if x > m[r] {
-                    // Rescale to the new max: t' = c (t + l (m - x)), l' = c l + 1.
-                    let c = exp(m[r] - x);
-                    let shift = select(m[r] - x, 0.0, is_neg_inf(m[r]));
-                    s[r] = c * (s[r] + l[r] * shift);
-                    l[r] = c * l[r] + 1.0;
-                    m[r] = x;
-                } else {
-                    let e = exp(x - m[r]);
-                    l[r] += e;
-                    s[r] += e * (x - m[r]);
-                }
+            let sc = params.scale * score4(bh, i0, pattern.row_lo + last, j);
+            a0 = fold(a0, masked_logit(bh, i0, j, sc.x));
+            if n >= 1u {
+                a1 = fold(a1, masked_logit(bh, i0 + 1u, j, sc.y));
+            }
+            if n >= 2u {
+                a2 = fold(a2, masked_logit(bh, i0 + 2u, j, sc.z));
+            }
+            if n >= 3u {
+                a3 = fold(a3, masked_logit(bh, i0 + 3u, j, sc.w));
             }
         }
         check_end(j, end);
     }
     check_end(blk, hi);
-    for (var r = 0u; r < ROWS; r++) {
-        let row = r0 + r;
-        if row >= pattern.row_count {
-            break;
-        }
-        var ml = vec2(m[r], l[r]);
-        var h = 0.0;
-        if bad[r] {
-            ml = vec2(quiet_nan(), quiet_nan());
-            h = quiet_nan();
-        } else if !is_neg_inf(m[r]) {
-            h = max(log(l[r]) - s[r] / l[r], 0.0);
-        }
-        stats[slot * pattern.row_count + row] = ml;
-        if (pattern.outputs & OUT_ENTROPY) != 0u && pattern.stats_all != 0u {
-            result[pattern.off_entropy + bh * pattern.row_count + row] = h;
-        }
+    stats_out(slot, bh, r0, a0);
+    if n >= 1u {
+        stats_out(slot, bh, r0 + 1u, a1);
+    }
+    if n >= 2u {
+        stats_out(slot, bh, r0 + 2u, a2);
+    }
+    if n >= 3u {
+        stats_out(slot, bh, r0 + 3u, a3);
     }
 }
 
@@ -233,7 +299,7 @@ fn stage_weights(t: u32) {
     let sel = t / (groups * pattern.row_count);
     let bh = heads[sel];
     let i = pattern.row_lo + row;
-    let ml = stats[stat_slot(bh, sel) * pattern.row_count + row];
+    let ml = stats[stat_slot(bh, sel) * pattern.row_count + row].xy;
     let base = pattern.off_weights + (sel * pattern.row_count + row) * pattern.col_count;
     for (var c = g * KEYS; c < min(g * KEYS + KEYS, pattern.col_count); c++) {
         result[base + c] = weight(bh, i, pattern.col_lo + c, ml);
@@ -245,7 +311,8 @@ fn edge(n: u32, cells: u32, len: u32) -> u32 {
     return n * len / cells;
 }
 
-// Stage 2: the max and mean of one pooled cell of a selected head.
+// Stage 2: the max and sum of this slice's sub-block of one pooled cell of a selected
+// head, added to the earlier slices'; the last slice turns the sum into the mean.
 fn stage_pool(t: u32) {
     let c = t % pattern.pool_cols;
     let r = (t / pattern.pool_cols) % pattern.pool_rows;
@@ -256,14 +323,22 @@ fn stage_pool(t: u32) {
     let r_hi = edge(r + 1u, pattern.pool_rows, pattern.row_count);
     let c_lo = pattern.col_lo + edge(c, pattern.pool_cols, pattern.col_count);
     let c_hi = pattern.col_lo + edge(c + 1u, pattern.pool_cols, pattern.col_count);
+    let row_end = min(r_lo + pattern.slice_hi, r_hi);
+    let col_lo = min(c_lo + pattern.slice_lo2, c_hi);
+    let col_hi = min(c_lo + pattern.slice_hi2, c_hi);
+    let cell = (sel * pattern.pool_rows + r) * pattern.pool_cols + c;
     var big = 0.0;
     var total = 0.0;
-    var bad = false;
-    var row = r_lo;
-    for (; row < r_hi; row++) {
+    if !first_slice() {
+        big = result[pattern.off_max + cell];
+        total = result[pattern.off_mean + cell];
+    }
+    var bad = is_nan(big) || is_nan(total);
+    var row = r_lo + pattern.slice_lo;
+    for (; row < row_end; row++) {
         let i = pattern.row_lo + row;
-        let ml = stats[slot * pattern.row_count + row];
-        let span = key_span(i, c_lo, c_hi);
+        let ml = stats[slot * pattern.row_count + row].xy;
+        let span = key_span(i, col_lo, col_hi);
         // Each row summed on its own, then added: shorter f32 sums.
         var part = 0.0;
         var j = span.x;
@@ -276,14 +351,16 @@ fn stage_pool(t: u32) {
         check_end(j, span.y);
         total += part;
     }
-    check_end(row, r_hi);
-    let cell = (sel * pattern.pool_rows + r) * pattern.pool_cols + c;
-    let count = f32(r_hi - r_lo) * f32(c_hi - c_lo);
+    check_end(row, row_end);
+    if (pattern.slice_flags & LAST_SLICE) != 0u {
+        total /= f32(r_hi - r_lo) * f32(c_hi - c_lo);
+    }
     result[pattern.off_max + cell] = select(big, quiet_nan(), bad);
-    result[pattern.off_mean + cell] = select(total / count, quiet_nan(), bad);
+    result[pattern.off_mean + cell] = select(total, quiet_nan(), bad);
 }
 
-// Stage 3: KEYS column sums of one head over the window's rows.
+// Stage 3: KEYS column sums of one head over this slice's window rows, added to the
+// earlier slices'.
 fn stage_colsum(t: u32) {
     let groups = (pattern.col_count + KEYS - 1u) / KEYS;
     let g = t % groups;
@@ -292,14 +369,21 @@ fn stage_colsum(t: u32) {
     let c1 = min(c0 + KEYS, pattern.col_count);
     let lo = pattern.row_lo;
     let span = row_span(pattern.col_lo + c0, pattern.col_lo + c1 - 1u, lo, lo + pattern.row_count);
+    let first = max(span.x, lo + pattern.slice_lo);
+    let stop = max(min(span.y, lo + pattern.slice_hi), first);
     var sums = vec4(0.0);
-    var blk = span.x;
-    for (; blk < span.y; blk += BLOCK) {
+    if !first_slice() {
+        for (var c = c0; c < c1; c++) {
+            sums[c - c0] = result[pattern.off_colsum + bh * pattern.col_count + c];
+        }
+    }
+    var blk = first;
+    for (; blk < stop; blk += BLOCK) {
         var part = vec4(0.0);
-        let end = min(blk + BLOCK, span.y);
+        let end = min(blk + BLOCK, stop);
         var i = blk;
         for (; i < end; i++) {
-            let ml = stats[bh * pattern.row_count + i - lo];
+            let ml = stats[bh * pattern.row_count + i - lo].xy;
             for (var c = c0; c < c1; c++) {
                 part[c - c0] += weight(bh, i, pattern.col_lo + c, ml);
             }
@@ -307,7 +391,7 @@ fn stage_colsum(t: u32) {
         check_end(i, end);
         sums += part;
     }
-    check_end(blk, span.y);
+    check_end(blk, stop);
     for (var c = c0; c < c1; c++) {
         result[pattern.off_colsum + bh * pattern.col_count + c] = sums[c - c0];
     }

@@ -53,6 +53,34 @@ pub async fn attention_patterns_async(
     opts: &AttentionOptions<'_>,
     ask: &PatternOptions<'_>,
 ) -> Result<AttentionPatterns> {
+    // CPU drivers may cap each invocation's loop iterations (llvmpipe before Mesa 25);
+    // hardware runs every stage in one recording.
+    let budget = (ctx.adapter_info().device_type == wgpu::DeviceType::Cpu)
+        .then_some(patterns::CAPPED_ITERATIONS);
+    patterns_within(ctx, (q, k), opts, ask, budget).await
+}
+
+/// [`attention_patterns_async`] with every invocation kept to `budget` loop iterations
+/// per recording (None: one recording per stage), so that tests can slice small
+/// problems as a capped driver slices long ones. Not part of the API.
+#[doc(hidden)]
+pub async fn attention_patterns_sliced_for_tests(
+    ctx: &GpuContext,
+    (q, k): (ArrayView4<'_, f32>, ArrayView4<'_, f32>),
+    opts: &AttentionOptions<'_>,
+    ask: &PatternOptions<'_>,
+    budget: Option<u64>,
+) -> Result<AttentionPatterns> {
+    patterns_within(ctx, (q, k), opts, ask, budget).await
+}
+
+async fn patterns_within(
+    ctx: &GpuContext,
+    (q, k): (ArrayView4<'_, f32>, ArrayView4<'_, f32>),
+    opts: &AttentionOptions<'_>,
+    ask: &PatternOptions<'_>,
+    budget: Option<u64>,
+) -> Result<AttentionPatterns> {
     let v_shape = [k.shape()[0], k.shape()[1], k.shape()[2], k.shape()[3]];
     let p = validate(q.shape(), k.shape(), &v_shape, opts)?;
     let plan = PatternPlan::new(&p, opts, ask)?;
@@ -76,7 +104,7 @@ pub async fn attention_patterns_async(
     } else {
         selected.len()
     };
-    let stats_bytes = n_stat as u64 * plan.rows.len() as u64 * 8;
+    let stats_bytes = n_stat as u64 * plan.rows.len() as u64 * 16;
     if stats_bytes > max {
         return Err(AttentionError::TooLarge {
             arg: "rows",
@@ -96,9 +124,30 @@ pub async fn attention_patterns_async(
         &whole(&p, qt.buffer().size(), kt.buffer().size(), mask.as_ref()),
         false,
     );
-    let pp = pattern_params(&p, &plan, &slots, selected.len(), n_stat);
     let (params_buf, _) = params_buffer(ctx, &[params])?;
-    let (pattern_buf, _) = buffers::uniform_array(ctx, "wgpu-attention pattern", &[pp])?;
+    let pp = pattern_params(&plan, &slots, selected.len(), n_stat);
+    let mut stages = vec![Stage::Stats];
+    if plan.weights {
+        stages.push(Stage::Weights);
+    }
+    if plan.pool.is_some() {
+        stages.push(Stage::Pool);
+    }
+    if plan.column_sums {
+        stages.push(Stage::ColumnSums);
+    }
+    // Every recording of every stage, in order, each with its slice of the work.
+    let shape = (p.len_k as u64, p.dim as u64);
+    let recordings: Vec<(Stage, PatternParams)> = stages
+        .iter()
+        .flat_map(|&st| {
+            st.slices(&pp, shape, budget)
+                .into_iter()
+                .map(move |s| (st, s))
+        })
+        .collect();
+    let all: Vec<PatternParams> = recordings.iter().map(|r| r.1).collect();
+    let (pattern_buf, stride) = buffers::uniform_array(ctx, "wgpu-attention pattern", &all)?;
     let heads = buffers::with_contents(
         ctx,
         "wgpu-attention pattern heads",
@@ -119,16 +168,6 @@ pub async fn attention_patterns_async(
     )?;
     let unused_mask = placeholder(ctx)?;
     let unused_lens = placeholder(ctx)?;
-    let mut stages = vec![Stage::Stats];
-    if plan.weights {
-        stages.push(Stage::Weights);
-    }
-    if plan.pool.is_some() {
-        stages.push(Stage::Pool);
-    }
-    if plan.column_sums {
-        stages.push(Stage::ColumnSums);
-    }
     let mut pipes = Vec::new();
     for &stage in &stages {
         pipes.push((
@@ -136,31 +175,44 @@ pub async fn attention_patterns_async(
             pipeline(ctx, &patterns::SPEC, &stage.constants()).await?,
         ));
     }
-
-    let group = bind_group(
-        ctx,
-        "patterns",
-        &pipes[0].1.layout,
-        vec![
-            range(&params_buf, 0, std::mem::size_of::<Params>() as u64),
-            range(&pattern_buf, 0, std::mem::size_of::<PatternParams>() as u64),
-            whole_binding(qt.buffer()),
-            whole_binding(kt.buffer()),
-            whole_binding(mask.as_ref().unwrap_or(&unused_mask)),
-            whole_binding(kv_lens.as_ref().unwrap_or(&unused_lens)),
-            whole_binding(&heads),
-            whole_binding(&stats),
-            whole_binding(&result),
-        ],
-    );
+    let layout = &pipes[0].1.layout;
+    let groups: Vec<wgpu::BindGroup> = (0..recordings.len() as u64)
+        .map(|n| {
+            bind_group(
+                ctx,
+                "patterns",
+                layout,
+                vec![
+                    range(&params_buf, 0, std::mem::size_of::<Params>() as u64),
+                    range(
+                        &pattern_buf,
+                        n * stride,
+                        std::mem::size_of::<PatternParams>() as u64,
+                    ),
+                    whole_binding(qt.buffer()),
+                    whole_binding(kt.buffer()),
+                    whole_binding(mask.as_ref().unwrap_or(&unused_mask)),
+                    whole_binding(kv_lens.as_ref().unwrap_or(&unused_lens)),
+                    whole_binding(&heads),
+                    whole_binding(&stats),
+                    whole_binding(&result),
+                ],
+            )
+        })
+        .collect();
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     {
         let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("wgpu-attention patterns"),
             timestamp_writes: None,
         });
-        for (stage, pipe) in &pipes {
-            patterns::record(ctx, &mut pass, (pipe, &group), *stage, &pp)?;
+        for ((stage, pp), group) in recordings.iter().zip(&groups) {
+            let pipe = pipes
+                .iter()
+                .find(|(s, _)| s == stage)
+                .map(|(_, pipe)| pipe)
+                .ok_or_else(|| ctx.device_error("a patterns stage without its pipeline"))?;
+            patterns::record(ctx, &mut pass, (pipe, group), *stage, pp)?;
         }
     }
     ctx.queue.submit([encoder.finish()]);
@@ -349,7 +401,6 @@ fn whole(p: &Problem, q_bytes: u64, k_bytes: u64, mask: Option<&wgpu::Buffer>) -
 }
 
 fn pattern_params(
-    p: &Problem,
     plan: &PatternPlan,
     slots: &[Slot],
     n_sel: usize,
@@ -375,7 +426,6 @@ fn pattern_params(
         outputs |= patterns::OUT_COLSUM;
     }
     let (pr, pc) = plan.pool.unwrap_or((1, 1));
-    let _ = p;
     PatternParams {
         n_sel: n_sel as u32,
         n_stat: n_stat as u32,
@@ -396,6 +446,7 @@ fn pattern_params(
             .iter()
             .find(|s| s.arg == "cut")
             .map_or(0, |s| s.offset as u32),
+        ..PatternParams::default()
     }
 }
 

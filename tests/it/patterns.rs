@@ -4,8 +4,9 @@
 
 use ndarray::{s, Array3, Array4, ArrayD, IxDyn};
 use wgpu_attention::{
-    attention_patterns, attention_reference, patterns_reference, Alignment, AttentionError,
-    AttentionOptions, AttentionPatterns, Mask, PatternOptions, Window,
+    attention_patterns, attention_patterns_sliced_for_tests, attention_reference,
+    patterns_reference, Alignment, AttentionError, AttentionOptions, AttentionPatterns, Mask,
+    PatternOptions, Window,
 };
 
 use crate::common::{assert_close, ctx, qkv, Rng, ATOL, RTOL};
@@ -454,10 +455,29 @@ fn weights_beyond_a_binding_are_refused_pointing_at_the_pool() {
 }
 
 #[test]
+fn long_rows_are_computed_within_a_capped_driver_s_loop_count() {
+    // 2,048 keys of 64 dims loop past llvmpipe's (before Mesa 25) 65,535 iterations per
+    // invocation in one recording; the call slices the work and must match the
+    // reference on every driver.
+    let (q, k, _) = qkv(21, (1, 2, 1), (9, 2048), (64, 64));
+    let opts = AttentionOptions {
+        causal: true,
+        alignment: Alignment::BottomRight,
+        ..Default::default()
+    };
+    let ask = PatternOptions {
+        entropy: true,
+        pool: Some(4),
+        column_sums: true,
+        ..Default::default()
+    };
+    check("long rows", &q, &k, &opts, &ask);
+}
+
+#[test]
 fn a_driver_that_cuts_long_loops_short_gives_an_error_not_wrong_patterns() {
-    // 2,048 keys of 64 dims loop far past llvmpipe's (before Mesa 25) 65,535 iterations
-    // per invocation. Where the driver cuts loops, the call must say so; elsewhere it must
-    // match the reference.
+    // The same long rows in one recording per stage: where the driver cuts loops, the call
+    // must say so; elsewhere it must match the reference.
     let (q, k, _) = qkv(21, (1, 1, 1), (8, 2048), (64, 64));
     let ask = PatternOptions {
         entropy: true,
@@ -465,7 +485,9 @@ fn a_driver_that_cuts_long_loops_short_gives_an_error_not_wrong_patterns() {
         ..Default::default()
     };
     let opts = AttentionOptions::default();
-    match attention_patterns(ctx(), q.view(), k.view(), &opts, &ask) {
+    let unsliced =
+        attention_patterns_sliced_for_tests(ctx(), (q.view(), k.view()), &opts, &ask, None);
+    match pollster::block_on(unsliced) {
         Ok(got) => {
             let want = patterns_reference(q.view(), k.view(), &opts, &ask).unwrap();
             assert_patterns_close("long rows", &got, &want);
@@ -482,5 +504,54 @@ fn a_driver_that_cuts_long_loops_short_gives_an_error_not_wrong_patterns() {
             assert!(detail.contains("65,535"), "{detail}");
         }
         Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn every_slicing_of_the_work_gives_the_reference() {
+    // Budgets of 1 (a slice per key, row or cell row), a few, and none, with a head dim
+    // that is not a multiple of 4, under masks, windows, key lengths and a NaN row.
+    let (b, hq, hkv, lq, lk, d) = (2, 2, 1, 19, 23, 7);
+    let (mut q, k, _) = qkv(17, (b, hq, hkv), (lq, lk), (d, d));
+    q[[1, 0, 4, 2]] = f32::NAN;
+    let mask = Rng::new(9).bool_mask(&[b, 1, lq, lk], 0.8);
+    let lens = [23u32, 11];
+    let cases: Vec<(&str, AttentionOptions<'_>)> = vec![
+        ("plain", AttentionOptions::default()),
+        (
+            "causal",
+            AttentionOptions {
+                causal: true,
+                ..Default::default()
+            },
+        ),
+        (
+            "window, mask and lens",
+            AttentionOptions {
+                window: Some(Window::new(4, 2)),
+                mask: Some(Mask::Bool(mask.view())),
+                kv_lens: Some(&lens),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (name, opts) in &cases {
+        for ask in [
+            everything(None, 0..lq, 0..lk, 4),
+            everything(Some(&[1, 0]), 3..17, 2..21, 3),
+        ] {
+            let want = patterns_reference(q.view(), k.view(), opts, &ask).unwrap();
+            for budget in [Some(1), Some(30), Some(200), None] {
+                let call = attention_patterns_sliced_for_tests(
+                    ctx(),
+                    (q.view(), k.view()),
+                    opts,
+                    &ask,
+                    budget,
+                );
+                let got = pollster::block_on(call).unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_patterns_close(&format!("{name}, budget {budget:?}"), &got, &want);
+            }
+        }
     }
 }

@@ -60,14 +60,34 @@ pub(crate) struct PatternParams {
     pub off_mean: u32,
     pub off_colsum: u32,
     pub off_cut: u32,
+    pub slice_lo: u32,
+    pub slice_hi: u32,
+    pub slice_lo2: u32,
+    pub slice_hi2: u32,
+    pub slice_flags: u32,
+    pub _pad: [u32; 3],
 }
 
 /// [`PatternParams`] as `shaders/kernels/patterns.wgsl` declares it.
 pub(crate) fn pattern_uniform() -> UniformLayout {
     uniform_layout!(PatternParams as "Pattern" {
         n_sel, n_stat, stats_all, outputs, row_lo, row_count, col_lo, col_count, pool_rows,
-        pool_cols, off_entropy, off_weights, off_max, off_mean, off_colsum, off_cut,
+        pool_cols, off_entropy, off_weights, off_max, off_mean, off_colsum, off_cut, slice_lo,
+        slice_hi, slice_lo2, slice_hi2, slice_flags, _pad => ["_pad0", "_pad1", "_pad2"],
     })
+}
+
+/// Bits of [`PatternParams::slice_flags`].
+const FIRST_SLICE: u32 = 1;
+const LAST_SLICE: u32 = 2;
+
+/// Loop iterations one invocation may run in one recording on drivers that cap them in
+/// total (llvmpipe before Mesa 25: 65,535), with room for the loops' own bookkeeping.
+pub(crate) const CAPPED_ITERATIONS: u64 = 24_576;
+
+/// Loop iterations of one score over `dim` (four terms per iteration, then the rest).
+fn score_iterations(dim: u64) -> u64 {
+    dim / 4 + dim % 4 + 2
 }
 
 /// The kernel's stages, in recording order (the override STAGE).
@@ -104,6 +124,67 @@ impl Stage {
             Stage::Pool => u64::from(pp.n_sel) * u64::from(pp.pool_rows * pp.pool_cols),
             Stage::ColumnSums => u64::from(pp.n_stat) * cols.div_ceil(KEYS),
         }
+    }
+}
+
+impl Stage {
+    /// The recordings of this stage for `pp` (a problem of `len_k` keys of dimension
+    /// `dim`): one covering everything, or, with a cap of `budget` loop iterations per
+    /// invocation, slices that each stay within it (stats over ranges of keys, the pool
+    /// over sub-blocks of every cell, column sums over ranges of rows).
+    pub(crate) fn slices(
+        self,
+        pp: &PatternParams,
+        (len_k, dim): (u64, u64),
+        budget: Option<u64>,
+    ) -> Vec<PatternParams> {
+        let score = score_iterations(dim);
+        let budget = budget.unwrap_or(u64::MAX);
+        let per = |unit: u64| (budget / unit).max(1);
+        let ranges = |len: u64, step: u64| -> Vec<(u32, u32)> {
+            let len = len.max(1);
+            (0..len.div_ceil(step))
+                .map(|n| ((n * step) as u32, ((n + 1) * step).min(len) as u32))
+                .collect()
+        };
+        let (outer, inner) = match self {
+            Stage::Stats => (ranges(len_k, per(score + 2)), vec![(0, 0)]),
+            Stage::Weights => (vec![(0, pp.row_count)], vec![(0, 0)]),
+            Stage::Pool => {
+                let rows = u64::from(pp.row_count).div_ceil(u64::from(pp.pool_rows.max(1)));
+                let cols = u64::from(pp.col_count).div_ceil(u64::from(pp.pool_cols.max(1)));
+                let col_step = per(score + 1).min(cols.max(1));
+                let row_step = per(col_step * (score + 1) + 2).min(rows.max(1));
+                (ranges(rows, row_step), ranges(cols, col_step))
+            }
+            Stage::ColumnSums => (
+                ranges(u64::from(pp.row_count), per(KEYS * (score + 1) + 2)),
+                vec![(0, 0)],
+            ),
+        };
+        let n = outer.len() * inner.len();
+        let mut out = Vec::with_capacity(n);
+        for &(lo, hi) in &outer {
+            for &(lo2, hi2) in &inner {
+                let at = out.len();
+                let mut flags = 0;
+                if at == 0 {
+                    flags |= FIRST_SLICE;
+                }
+                if at + 1 == n {
+                    flags |= LAST_SLICE;
+                }
+                out.push(PatternParams {
+                    slice_lo: lo,
+                    slice_hi: hi,
+                    slice_lo2: lo2,
+                    slice_hi2: hi2,
+                    slice_flags: flags,
+                    ..*pp
+                });
+            }
+        }
+        out
     }
 }
 
