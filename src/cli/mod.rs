@@ -12,6 +12,7 @@ mod io;
 mod mha;
 mod model;
 mod model_common;
+mod model_patterns;
 mod npy;
 mod progress;
 mod raster;

@@ -20,6 +20,7 @@ use super::embed;
 use super::exit::CliError;
 use super::io::output::OutputSet;
 use super::model_common::{attention_of, forward, gpu, load, to_cli, tokens};
+use super::model_patterns;
 use super::npy;
 use super::token_json;
 
@@ -43,13 +44,31 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             backend,
             repeat,
             stages,
-        } => attention(
-            model,
-            text,
-            (out, tokens_out.as_deref()),
-            *backend,
-            (*repeat, *stages),
-        ),
+            patterns,
+        } => {
+            let outs = (out.as_deref(), tokens_out.as_deref());
+            if patterns.any() {
+                if *repeat > 0 || *stages {
+                    let flag = if *stages { "--stages" } else { "--repeat" };
+                    return Err(CliError::input(
+                        flag,
+                        "times the full forward pass; it does not combine with the pattern flags",
+                    ));
+                }
+                return model_patterns::patterns(model, text, outs, *backend, patterns);
+            }
+            // Without a pattern flag --out is required (clap: unless --entropy).
+            let out = out
+                .as_deref()
+                .ok_or_else(|| CliError::input("--out", "is required"))?;
+            attention(
+                model,
+                text,
+                (out, tokens_out.as_deref()),
+                *backend,
+                (*repeat, *stages),
+            )
+        }
         ModelCommand::Rollout {
             model,
             text,

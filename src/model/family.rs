@@ -5,7 +5,9 @@ use std::path::Path;
 
 use super::bert::{BertGpu, BertModel};
 use super::llama::{LlamaGpu, LlamaModel};
-use super::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
+use super::{
+    ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError, ModelInfo, Token,
+};
 use crate::GpuContext;
 
 /// A loaded model of either family.
@@ -145,6 +147,24 @@ impl ModelGpu {
         match self {
             Self::Bert(m) => m.forward(ctx, ids, attention).await,
             Self::Llama(m) => m.forward(ctx, ids, attention).await,
+        }
+    }
+
+    /// Every layer's attention inputs (q, k, v as its attention call reads them) for one
+    /// sequence, from one GPU pass: with [`ModelInfo::causal`] they give the layer's
+    /// attention patterns of any window or pooling through [`crate::attention_patterns`],
+    /// without the `(L, L)` matrices.
+    ///
+    /// # Errors
+    /// The family's input and device errors.
+    pub async fn attention_inputs(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+    ) -> Result<Vec<LayerInputs>, ModelError> {
+        match self {
+            Self::Bert(m) => m.attention_inputs(ctx, ids).await,
+            Self::Llama(m) => m.attention_inputs(ctx, ids).await,
         }
     }
 

@@ -34,6 +34,17 @@ pub struct ForwardOutput {
     pub logits: Option<Array1<f32>>,
 }
 
+/// One layer's attention inputs as its attention call reads them, for one sequence: `q`
+/// `(1, heads, L, D)` after the projection (and RoPE), `k` and `v` `(1, kv_heads, L, D)`.
+/// With [`ModelInfo::causal`] and the default scale `1/√D`, they give back the layer's
+/// attention exactly (for example through [`crate::attention_patterns`]).
+#[derive(Debug, Clone)]
+pub struct LayerInputs {
+    pub q: Array4<f32>,
+    pub k: Array4<f32>,
+    pub v: Array4<f32>,
+}
+
 /// How the next token is picked.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sampling {

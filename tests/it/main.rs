@@ -41,6 +41,7 @@ mod model_bert;
 mod model_bert_embed;
 mod model_bert_real;
 mod model_llama;
+mod model_patterns;
 mod npy_fuzz;
 mod numerics;
 mod own_encoder;

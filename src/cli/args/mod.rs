@@ -16,7 +16,7 @@ pub use bench::{BenchArgs, BenchBackend};
 pub use common::{Backend, PathArg, PrecisionArg};
 pub use heatmap::{GridOrderArg, HeatmapArgs};
 pub use mha::MhaArgs;
-pub use model::{EmbedArgs, ModelArg, ModelCommand, SimilarityArgs, TextArg};
+pub use model::{EmbedArgs, ModelArg, ModelCommand, PatternArgs, SimilarityArgs, TextArg};
 pub use run::{AlignArg, RunArgs};
 
 /// Transformer attention on any GPU through wgpu, checked against a CPU reference.

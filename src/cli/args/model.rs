@@ -16,6 +16,87 @@ pub struct ModelArg {
     pub model: String,
 }
 
+/// `model attention`'s patterns: parts of every layer's attention recomputed on the GPU
+/// from its q and k, without the (L, L) matrices (for long texts).
+#[derive(Debug, Clone, Default, clap::Args)]
+#[command(next_help_heading = "Patterns (GPU; memory O(L) per head, not O(L²))")]
+pub struct PatternArgs {
+    /// Only these layers, comma-separated (default: all).
+    #[arg(long, value_name = "L,L,...", value_parser = parse_indices)]
+    pub layers: Option<Indices>,
+    /// Only these heads of each layer, comma-separated (default: all).
+    #[arg(long, value_name = "H,H,...", value_parser = parse_indices)]
+    pub heads: Option<Indices>,
+    /// Only the query rows FROM..TO (token positions, TO excluded).
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_span)]
+    pub rows: Option<std::ops::Range<usize>>,
+    /// Only the key columns FROM..TO (token positions, TO excluded).
+    #[arg(long, value_name = "FROM..TO", value_parser = parse_span)]
+    pub cols: Option<std::ops::Range<usize>>,
+    /// Pool the (rows, cols) window into at most P × P cells (P up to 1024), exact:
+    /// --out gets each cell's attention mass, the mean over its rows of the weights
+    /// summed over its columns (so rows still sum to 1 and `heatmap` draws it, as it
+    /// does whole words), float32 (layers, heads, P, P).
+    #[arg(long, value_name = "P")]
+    pub pool: Option<usize>,
+    /// With --pool, also write each cell's largest weight, float32 (layers, heads, P, P).
+    #[arg(long, value_name = "M.npy", requires = "pool")]
+    pub pool_max_out: Option<PathBuf>,
+    /// Write the entropy -Σ w·ln w (nats) of every row of every head, float32 (layers,
+    /// heads, rows).
+    #[arg(long, value_name = "E.npy")]
+    pub entropy: Option<PathBuf>,
+}
+
+impl PatternArgs {
+    /// Whether any pattern flag was given (else `model attention` writes every weight).
+    pub fn any(&self) -> bool {
+        self.layers.is_some()
+            || self.heads.is_some()
+            || self.rows.is_some()
+            || self.cols.is_some()
+            || self.pool.is_some()
+            || self.entropy.is_some()
+    }
+}
+
+/// Distinct indices, in the order given (one flag value, not a list of values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Indices(pub Vec<usize>);
+
+/// `0,3,5`: distinct non-negative integers.
+fn parse_indices(s: &str) -> Result<Indices, String> {
+    let mut out: Vec<usize> = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let n = part
+            .parse::<usize>()
+            .map_err(|_| format!("expected comma-separated indices such as 0,3, got {part:?}"))?;
+        if out.contains(&n) {
+            return Err(format!("{n} is listed twice"));
+        }
+        out.push(n);
+    }
+    Ok(Indices(out))
+}
+
+/// `FROM..TO` with FROM < TO.
+fn parse_span(s: &str) -> Result<std::ops::Range<usize>, String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("expected FROM..TO such as 0..64, got {s:?}"))?;
+    let num = |x: &str| {
+        x.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("expected FROM..TO such as 0..64, got {s:?}"))
+    };
+    let (a, b) = (num(a)?, num(b)?);
+    if a >= b {
+        return Err(format!("FROM must be below TO, got {a}..{b}"));
+    }
+    Ok(a..b)
+}
+
 /// The text to run.
 #[derive(Debug, clap::Args)]
 pub struct TextArg {
@@ -55,11 +136,12 @@ pub enum ModelCommand {
         model: ModelArg,
         #[command(flatten)]
         text: TextArg,
-        /// Where to write the probabilities: float32 (layers, heads, L, L); `-` is
-        /// standard output.
-        #[arg(long, value_name = "A.npy")]
-        out: PathBuf,
-        /// Also write the token strings as a JSON list (special tokens included).
+        /// Where to write the probabilities: float32 (layers, heads, L, L); with the
+        /// pattern flags below, what they select (see "Patterns"). `-` is standard output.
+        #[arg(long, value_name = "A.npy", required_unless_present = "entropy")]
+        out: Option<PathBuf>,
+        /// Also write the token strings as a JSON list (special tokens included); with
+        /// --pool, one label per pooled row instead (its token range and first token).
         #[arg(long, value_name = "T.json")]
         tokens_out: Option<PathBuf>,
         /// Where to compute: the GPU kernels or the fast f32 CPU path.
@@ -73,6 +155,8 @@ pub enum ModelCommand {
         /// for on its own) and report the time of each, summed over layers (BERT).
         #[arg(long)]
         stages: bool,
+        #[command(flatten)]
+        patterns: PatternArgs,
     },
     /// Attention rollout (Abnar & Zuidema 2020): how much each token draws on each input
     /// token through all layers, as one (L, L) matrix. Each layer's attention A (the mean

@@ -199,8 +199,10 @@ impl BertGpu {
         for chunk in longest_first(&lens).chunks(batch) {
             let members: Vec<&[u32]> = chunk.iter().map(|&i| sentences[i].as_slice()).collect();
             let tokens = PaddedBatch::new(&members);
-            let (rows, _) =
-                gpu::forward(ctx, &self.config, &self.weights, &tokens, false, None).await?;
+            let want = gpu::Want::default();
+            let rows = gpu::forward(ctx, &self.config, &self.weights, &tokens, want, None)
+                .await?
+                .hidden;
             for (b, &i) in chunk.iter().enumerate() {
                 let first = b * tokens.len;
                 let real = rows.slice(s![first..first + lens[i], ..]);

@@ -14,7 +14,7 @@ use crate::model::ops::{
     EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
 use crate::model::stages::Clock;
-use crate::model::ModelError;
+use crate::model::{LayerInputs, ModelError};
 use crate::{AttentionBuffers, AttentionOptions, GpuContext, GpuTensor, PreparedAttention};
 
 pub(crate) struct DenseGpu {
@@ -183,18 +183,35 @@ async fn lap(
     Ok(())
 }
 
-/// Runs the encoder over a batch of B sentences padded to L tokens; returns the last
-/// hidden state `(B·L, hidden)` (sentence b's rows at `b·L..`, padding rows included)
-/// and, when asked, the attention probabilities `(layers·B, heads, L, L)`. The ids are
-/// already checked. With a clock, each stage is submitted and timed on its own.
+/// What a pass gives back besides the hidden state.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Want {
+    /// The attention probabilities of every layer.
+    pub attention: bool,
+    /// Every layer's q, k and v (one sentence only).
+    pub inputs: bool,
+}
+
+/// What [`forward`] returns: the last hidden state `(B·L, hidden)` (sentence b's rows at
+/// `b·L..`, padding rows included) and what [`Want`] asked for: the attention
+/// probabilities `(layers·B, heads, L, L)` and every layer's q, k and v.
+pub(crate) struct Pass {
+    pub hidden: Array2<f32>,
+    pub attention: Option<Array4<f32>>,
+    pub inputs: Vec<LayerInputs>,
+}
+
+/// Runs the encoder over a batch of B sentences padded to L tokens. The ids are already
+/// checked. With a clock, each stage is submitted and timed on its own.
 pub(crate) async fn forward(
     ctx: &GpuContext,
     c: &BertConfig,
     w: &DeviceWeights,
     tokens: &PaddedBatch,
-    attention: bool,
+    want: Want,
     mut clock: Option<&mut Clock>,
-) -> Result<(Array2<f32>, Option<Array4<f32>>), ModelError> {
+) -> Result<Pass, ModelError> {
+    let attention = want.attention;
     // `l` counts the rows of every sentence together (what the dense layers and norms
     // run over); `l32` is one sentence's padded length (where the head layouts and the
     // attention call start a new sentence).
@@ -220,6 +237,14 @@ pub(crate) async fn forward(
     let probs = if attention {
         (0..w.layers.len())
             .map(|_| GpuTensor::empty(ctx, &[batch, heads, len, len]))
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
+    // Copies of each layer's q, k and v, taken as the attention call reads them.
+    let captured = if want.inputs {
+        (0..w.layers.len() * 3)
+            .map(|_| GpuTensor::empty(ctx, &qkv_shape))
             .collect::<Result<Vec<_>, _>>()?
     } else {
         Vec::new()
@@ -267,6 +292,12 @@ pub(crate) async fn forward(
                 rows: l,
             };
             k.linear.record(ctx, &mut encoder, &call)?;
+        }
+        for (from, to) in [&s.q, &s.k, &s.v]
+            .into_iter()
+            .zip(captured.iter().skip(3 * n))
+        {
+            encoder.copy_buffer_to_buffer(from.buffer(), 0, to.buffer(), 0, from.len() as u64 * 4);
         }
         lap(ctx, &mut encoder, &mut clock, "q, k, v projections").await?;
 
@@ -349,21 +380,38 @@ pub(crate) async fn forward(
     }
     submit(ctx, encoder, "running the encoder layers").await?;
 
-    let tensors: Vec<&GpuTensor> = std::iter::once(&s.x).chain(&probs).collect();
+    let tensors: Vec<&GpuTensor> = std::iter::once(&s.x)
+        .chain(&probs)
+        .chain(&captured)
+        .collect();
     let mut data = read_tensors(ctx, &tensors).await?.into_iter();
     let bug = |e: ndarray::ShapeError| {
         ModelError::Attention(crate::AttentionError::Device(format!("readback: {e}")))
     };
     let hidden = Array2::from_shape_vec((l, h), data.next().unwrap_or_default()).map_err(bug)?;
     let attention = if attention {
-        let all: Vec<f32> = data.flatten().collect();
+        let all: Vec<f32> = data.by_ref().take(probs.len()).flatten().collect();
         let shape = (w.layers.len() * batch, heads, len, len);
         Some(Array4::from_shape_vec(shape, all).map_err(bug)?)
     } else {
         None
     };
+    let split = |v: Vec<f32>| Array4::from_shape_vec((batch, heads, len, dim), v).map_err(bug);
+    let mut inputs = Vec::with_capacity(w.layers.len());
+    for _ in 0..captured.len() / 3 {
+        let mut next = || split(data.next().unwrap_or_default());
+        inputs.push(LayerInputs {
+            q: next()?,
+            k: next()?,
+            v: next()?,
+        });
+    }
     if let Some(clock) = clock {
         clock.lap("readback");
     }
-    Ok((hidden, attention))
+    Ok(Pass {
+        hidden,
+        attention,
+        inputs,
+    })
 }

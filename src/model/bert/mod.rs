@@ -34,7 +34,9 @@ use crate::model::files::{read_bounded, sha256_hex};
 use crate::model::stages::Clock;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::model::StageTimes;
-use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
+use crate::model::{
+    ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError, ModelInfo, Token,
+};
 use crate::GpuContext;
 
 /// File size bounds: far above any real file of the kind, far below what would exhaust
@@ -286,13 +288,36 @@ impl BertGpu {
     ) -> Result<ForwardOutput, ModelError> {
         check_ids(&self.config, ids)?;
         let tokens = PaddedBatch::single(ids);
-        let (hidden, attention) =
-            gpu::forward(ctx, &self.config, &self.weights, &tokens, attention, None).await?;
-        Ok(ForwardOutput {
+        let want = gpu::Want {
             attention,
-            hidden,
+            ..Default::default()
+        };
+        let pass = gpu::forward(ctx, &self.config, &self.weights, &tokens, want, None).await?;
+        Ok(ForwardOutput {
+            attention: pass.attention,
+            hidden: pass.hidden,
             logits: None,
         })
+    }
+
+    /// Every layer's attention inputs (q, k, v as the attention call reads them) for one
+    /// sentence, from one GPU pass; the attention is bidirectional, at scale `1/√D`.
+    ///
+    /// # Errors
+    /// As [`BertGpu::forward`].
+    pub async fn attention_inputs(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+    ) -> Result<Vec<LayerInputs>, ModelError> {
+        check_ids(&self.config, ids)?;
+        let tokens = PaddedBatch::single(ids);
+        let want = gpu::Want {
+            inputs: true,
+            ..Default::default()
+        };
+        let pass = gpu::forward(ctx, &self.config, &self.weights, &tokens, want, None).await?;
+        Ok(pass.inputs)
     }
 
     /// [`BertGpu::forward`] with the time of each stage, summed over layers: each stage
@@ -309,18 +334,22 @@ impl BertGpu {
     ) -> Result<(ForwardOutput, StageTimes), ModelError> {
         check_ids(&self.config, ids)?;
         let mut clock = Clock::start();
-        let (hidden, attention) = gpu::forward(
+        let want = gpu::Want {
+            attention,
+            ..Default::default()
+        };
+        let pass = gpu::forward(
             ctx,
             &self.config,
             &self.weights,
             &PaddedBatch::single(ids),
-            attention,
+            want,
             Some(&mut clock),
         )
         .await?;
         let output = ForwardOutput {
-            attention,
-            hidden,
+            attention: pass.attention,
+            hidden: pass.hidden,
             logits: None,
         };
         Ok((output, clock.times))

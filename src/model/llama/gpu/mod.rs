@@ -19,7 +19,7 @@ use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
 use crate::model::ops::{read_ranges, EpiKind, QuantMatrix, QuantVariant};
-use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError};
+use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError};
 use crate::{GpuContext, GpuTensor};
 
 use pass::{KvStore, Workspace};
@@ -279,7 +279,11 @@ impl LlamaGpu {
         } else {
             None
         };
-        pass::run(ctx, self, &ws, &mut kv, ids, weights.as_deref()).await?;
+        let taps = pass::Taps {
+            weights: weights.as_deref(),
+            ..Default::default()
+        };
+        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
         let mut ranges = vec![
             (ws.logits.buffer(), 0, c.vocab as u64 * 4),
             (ws.xn.buffer(), 0, ws.xn.len() as u64 * 4),
@@ -302,6 +306,52 @@ impl LlamaGpu {
             hidden,
             logits: Some(logits),
         })
+    }
+
+    /// Every layer's attention inputs for `ids` from one GPU pass: the queries after RoPE
+    /// and the keys and values as the KV cache holds them (grouped: `kv_heads` heads);
+    /// the attention is causal, at scale `1/√D`.
+    ///
+    /// # Errors
+    /// As [`LlamaGpu::forward`].
+    pub async fn attention_inputs(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+    ) -> Result<Vec<LayerInputs>, ModelError> {
+        let c = &self.config;
+        check_ids(c, ids)?;
+        let l = ids.len();
+        let ws = Workspace::new(ctx, self, l)?;
+        let mut kv = KvStore::new(ctx, self, l)?;
+        let queries = (0..c.layers)
+            .map(|_| GpuTensor::empty(ctx, &[1, c.heads, l, c.head_dim]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let taps = pass::Taps {
+            queries: Some(&queries),
+            ..Default::default()
+        };
+        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
+        let mut ranges = Vec::with_capacity(3 * c.layers);
+        for ((q, k), v) in queries.iter().zip(&kv.k).zip(&kv.v) {
+            for t in [q, k, v] {
+                ranges.push((t.buffer(), 0, t.len() as u64 * 4));
+            }
+        }
+        let mut data = read_ranges(ctx, &ranges).await?.into_iter();
+        let mut next = |heads: usize| {
+            Array4::from_shape_vec((1, heads, l, c.head_dim), data.next().unwrap_or_default())
+                .map_err(read_error)
+        };
+        (0..c.layers)
+            .map(|_| {
+                Ok(LayerInputs {
+                    q: next(c.heads)?,
+                    k: next(c.kv_heads)?,
+                    v: next(c.kv_heads)?,
+                })
+            })
+            .collect()
     }
 
     /// Greedy or sampled generation on the GPU; `on_token` sees each new token as it
@@ -353,7 +403,7 @@ impl LlamaGpu {
         kv: &mut KvStore,
         ids: &[u32],
     ) -> Result<Vec<f32>, ModelError> {
-        pass::run(ctx, self, ws, kv, ids, None).await?;
+        pass::run(ctx, self, ws, kv, ids, pass::Taps::default()).await?;
         let bytes = self.config.vocab as u64 * 4;
         let data = read_ranges(ctx, &[(ws.logits.buffer(), 0, bytes)]).await?;
         Ok(data.into_iter().next().unwrap_or_default())

@@ -111,18 +111,28 @@ impl Kernels {
     }
 }
 
+/// Where a pass leaves what it was asked for beyond the logits, one tensor per layer.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Taps<'a> {
+    /// `(1, heads, rows, kv.cap)`: the attention probabilities.
+    pub weights: Option<&'a [GpuTensor]>,
+    /// `(1, heads, rows, head_dim)`: the queries after RoPE, as attention reads them.
+    pub queries: Option<&'a [GpuTensor]>,
+}
+
 /// Runs `ids` (the tokens at positions `kv.len..`) through the model, appending their
 /// keys and values to `kv`; leaves the final norm's rows in `ws.xn` and the last row's
-/// logits in `ws.logits`. With `weights`, one `(1, heads, rows, kv.cap)` tensor per layer
-/// receives the attention probabilities. One submission; nothing is read back.
+/// logits in `ws.logits`, and what `taps` asks for in its tensors. One submission;
+/// nothing is read back.
 pub(crate) async fn run(
     ctx: &GpuContext,
     m: &LlamaGpu,
     ws: &Workspace,
     kv: &mut KvStore,
     ids: &[u32],
-    weights: Option<&[GpuTensor]>,
+    taps: Taps<'_>,
 ) -> Result<(), ModelError> {
+    let weights = taps.weights;
     let c = &m.config;
     let (l, off, cap) = (ids.len(), kv.len, kv.cap);
     if l == 0 || l != ws.rows || off + l > cap || (l > 1 && off != 0) {
@@ -208,6 +218,10 @@ pub(crate) async fn run(
                 QuantEpilogue::Qkv(split),
             );
             kern.matmul.record(ctx, e, &call)?;
+        }
+        if let Some(to) = taps.queries.and_then(|t| t.get(li)) {
+            let bytes = ws.q.len() as u64 * 4;
+            e.copy_buffer_to_buffer(ws.q.buffer(), 0, to.buffer(), 0, bytes);
         }
         let buffers = AttentionBuffers {
             q: ws.q.buffer(),
