@@ -520,13 +520,27 @@ fn place(names: &[String]) -> String {
     }
 }
 
+/// The most characters of the sentence a default title quotes: a long text (or the labels
+/// of a pooled map) would make the figure as wide as the text.
+const TITLE_SENTENCE_CHARS: usize = 80;
+
+/// `text` cut to `max` characters, the cut marked with an ellipsis.
+fn shortened(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
 fn default_title(names: &[String], note: &str, sentence: &str) -> String {
     let mut parts = names.to_vec();
     if !note.is_empty() {
         parts.push(note.trim_start_matches(" · ").to_string());
     }
     if !sentence.is_empty() {
-        parts.push(format!("“{sentence}”"));
+        parts.push(format!("“{}”", shortened(sentence, TITLE_SENTENCE_CHARS)));
     }
     if parts.is_empty() {
         "attention weights".to_string()
@@ -723,4 +737,22 @@ fn model_view_cell(grid: &Grid, width: f64) -> f64 {
         }
     }
     lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_sentence_is_cut_in_the_default_title() {
+        let long = "word ".repeat(500);
+        let title = default_title(&["layer 0".into()], "", &long);
+        assert!(title.chars().count() < 100, "{title}");
+        assert!(title.ends_with("…”"), "{title}");
+        let short = default_title(&[], "", "The cat sat on the mat");
+        assert_eq!(short, "“The cat sat on the mat”");
+        // Cut by characters, never inside one (Korean is 3 bytes a character).
+        let korean = "고양이가 매트 위에 앉았다 ".repeat(20);
+        assert_eq!(shortened(&korean, 10).chars().count(), 10);
+    }
 }

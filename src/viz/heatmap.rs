@@ -73,6 +73,7 @@ impl<'a> Heatmap<'a> {
     }
 
     /// Left edge of the cells: room for the row labels and the "queries" caption.
+    /// (Measured over every label, drawn or not, so that the grid does not move.)
     fn grid_x(&self) -> f64 {
         let widest = self
             .row_names()
@@ -147,7 +148,12 @@ impl<'a> Heatmap<'a> {
             PAD + 2.0,
             gy
         );
-        for (j, label) in self.col_names().iter().enumerate() {
+        let (row_names, col_names) = (self.row_names(), self.col_names());
+        // Cells smaller than a label (a long text, a pooled map) label every n-th row and
+        // column, so labels never overlap; every cell's tooltip still names both.
+        let row_step = label_step(LABEL_FONT * 1.15, self.cell);
+        let col_step = label_step(LABEL_FONT * 1.15 * std::f64::consts::SQRT_2, self.cell);
+        for (j, label) in col_names.iter().enumerate().step_by(col_step) {
             let x = gx + (j as f64 + 0.5) * self.cell;
             let _ = writeln!(
                 s,
@@ -156,7 +162,7 @@ impl<'a> Heatmap<'a> {
                 escape(label)
             );
         }
-        for (i, label) in self.row_names().iter().enumerate() {
+        for (i, label) in row_names.iter().enumerate().step_by(row_step) {
             let y = gy + (i as f64 + 0.5) * self.cell + LABEL_FONT * 0.35;
             let _ = writeln!(
                 s,
@@ -179,8 +185,8 @@ impl<'a> Heatmap<'a> {
                     r.size,
                     r.size,
                     ColorScale::hex(rgb),
-                    escape(&self.row_names()[i]),
-                    escape(&self.col_names()[j]),
+                    escape(&row_names[i]),
+                    escape(&col_names[j]),
                     if masked {
                         "masked (−∞)".to_string()
                     } else if self.difference.is_some() {
@@ -367,6 +373,16 @@ pub(crate) fn diverging_legend(
     );
 }
 
+/// Every how many cells of side `cell` a label needing `room` pixels fits without
+/// overlapping the next.
+fn label_step(room: f64, cell: f64) -> usize {
+    if cell >= room || cell <= 0.0 {
+        1
+    } else {
+        (room / cell).ceil() as usize
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,5 +416,28 @@ mod tests {
         let last = h.cell_rect(2, 4);
         assert!(last.x + last.size < width && last.y + last.size < height);
         assert!(h.cell_rect(0, 0).x > super::text_width("고양이가", LABEL_FONT));
+    }
+
+    #[test]
+    fn small_cells_label_every_nth_row_and_column_without_overlap() {
+        let n = 64;
+        let w = ndarray::Array2::<f32>::from_elem((n, n), 1.0 / n as f32);
+        let mut h = Heatmap::new(w.view());
+        h.row_labels = (0..n).map(|i| format!("r{i}")).collect();
+        h.col_labels = (0..n).map(|i| format!("c{i}")).collect();
+        h.cell = 4.0;
+        let svg = h.svg();
+        let rows = super::label_step(LABEL_FONT * 1.15, 4.0);
+        assert!(rows > 1);
+        assert!(svg.contains(">r0<") && svg.contains(&format!(">r{rows}<")));
+        assert!(
+            !svg.contains(">r1<"),
+            "row 1 is not labelled at 4 px a cell"
+        );
+        // Every cell still names its row and column in its tooltip.
+        assert!(svg.contains("<title>r1 → c1:"));
+        // Cells as large as a label label every row.
+        h.cell = 32.0;
+        assert!(h.svg().contains(">r1<"));
     }
 }
