@@ -171,8 +171,8 @@ impl<'a> Heatmap<'a> {
                 escape(label)
             );
         }
-        for i in 0..rows {
-            for j in 0..cols {
+        for (i, row_name) in row_names.iter().enumerate().take(rows) {
+            for (j, col_name) in col_names.iter().enumerate().take(cols) {
                 let w = self.weights[[i, j]];
                 let rgb = cell_rgb(&scale, &diverging, self.difference, w);
                 let masked = w == 0.0 && self.difference.is_none();
@@ -185,8 +185,8 @@ impl<'a> Heatmap<'a> {
                     r.size,
                     r.size,
                     ColorScale::hex(rgb),
-                    escape(&row_names[i]),
-                    escape(&col_names[j]),
+                    escape(row_name),
+                    escape(col_name),
                     if masked {
                         "masked (−∞)".to_string()
                     } else if self.difference.is_some() {
