@@ -21,6 +21,13 @@ checks what the page shows against an independent float64 computation:
   lecture's Korean sentence reads as Korean along the heatmap's axes (every syllable, in
   order, no byte symbol) and its word view has the sentence's five words between [CLS]
   and [SEP];
+- on the loaded MiniLM's real layer 0 head 0 (WebGPU): causal on, scale "none" and K = Q
+  each give a heatmap equal to a float64 softmax of the page's exposed q and k (the head's
+  real tensors) with that rule, recomputed without a new forward pass; the side-by-side
+  keeps the trained head and its difference panel is changed - trained; the
+  step-through's softmax equals the heatmap; cross-attention with another sentence's keys
+  and values agrees with the CPU (its badge); the same on SmolLM2 (causal off instead),
+  whose cache panel's rows equal the causal head and grow one key row per token;
 - with LAB_SMOLLM2=1 and SmolLM2 served: its attention on "I love AI !" equals the numpy
   fixture of tests/fixtures/models/llama, the upper triangle is 0, and greedy generation
   after "The capital of France is" streams numpy's greedy tokens one at a time, the KV
@@ -236,6 +243,81 @@ def check_word_view(page, what, causal):
     return words
 
 
+def set_switches(page, causal, scale="sqrt", kq=False):
+    page.js("document.getElementById('causal').checked = arguments[0];"
+            "document.getElementById('scale').value = arguments[1];"
+            "document.getElementById('kq').checked = arguments[2];"
+            "document.getElementById('windowed').checked = false;"
+            "document.getElementById('words').checked = false;", causal, scale, kq)
+
+
+def check_real_head(page, what, model_causal, cross):
+    """The switches, the steps, cross-attention and the cache on a loaded model's real
+    layer 0 head 0: each changed matrix equals a float64 softmax of the q and k the page
+    exposes (the head's real tensors), recomputed without a new forward pass."""
+    page.js("document.getElementById('layer').value = '0';"
+            "document.getElementById('head').value = '0';")
+    set_switches(page, model_causal)
+    page.recompute(f"{what} own switches")
+    r = page.js("return window.labResult;")
+    if r["backend"] != "webgpu":
+        assert "WebGPU" in page.js("return document.getElementById('step').textContent;"), \
+            f"{what}: without WebGPU the real-head panels must say why"
+        print(f"{what}: no WebGPU: the real-head panels say they need it")
+        return
+    assert not r["whatif"]["active"], f"{what}: the model's own switches are not a what-if"
+    own = r["matrix"]
+    cases = [(f"{what} causal {not model_causal}", not model_causal, "sqrt", False),
+             (f"{what} scale none", model_causal, "none", False),
+             (f"{what} K = Q", model_causal, "sqrt", True)]
+    for name, causal, scale, kq in cases:
+        set_switches(page, causal, scale, kq)
+        page.recompute(name)
+        r = page.js("return window.labResult;")
+        assert r["pass_reused"], f"{name}: a switch re-ran the forward pass"
+        assert r["whatif"]["active"], f"{name}: not marked as a what-if"
+        m = check_matrix(page, name, causal)
+        if kq:
+            assert r["k"] == r["q"], f"{name}: the exposed k is not q"
+        assert r["whatif"]["original"] == own, f"{name}: the side-by-side lost the trained head"
+        diff = max(abs(a - b - d) for ra, rb, rd in zip(r["whatif"]["changed"], own, r["whatif"]["diff"])
+                   for a, b, d in zip(ra, rb, rd))
+        assert diff < 1e-6, f"{name}: the difference panel is not changed - original ({diff})"
+        soft = max(abs(a - b) for ra, rb in zip(r["steps"]["softmax"], m) for a, b in zip(ra, rb))
+        assert soft < 1e-6, f"{name}: the step-through's softmax differs from the heatmap by {soft}"
+        print(f"{name}: head recomputed in {r['head_ms']:.0f} ms on the kept pass; "
+              f"largest change {r['whatif']['max_change']:.3f}; steps' softmax = heatmap")
+    set_switches(page, model_causal)
+    page.js("document.getElementById('cross').value = arguments[0];", cross)
+    page.recompute(f"{what} cross")
+    r = page.js("return window.labResult;")
+    page.js("document.getElementById('cross').value = '';")
+    c = r["cross"]
+    badge = float(page.js("return document.getElementById('crossbadge').dataset.diff;"))
+    assert badge < 1e-4, f"{what}: cross-attention badge {badge}"
+    assert len(c["matrix"]) == len(r["step_tokens"]) and len(c["matrix"][0]) == len(c["tokens"])
+    print(f"{what}: cross-attention {len(c['matrix'])}x{len(c['tokens'])} ({cross!r}), badge {badge:.1e}")
+    if model_causal:
+        cache = r["cache"]["matrix"]
+        worst = max(abs(a - b) for ra, rb in zip(cache, r["matrix"]) for a, b in zip(ra, rb))
+        assert worst < 1e-4, f"{what}: the cache's rows differ from the causal head by {worst}"
+        page.click("#play")
+        seen = []
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            n = page.js("const t = document.getElementById('cachekeys'); return t ? Number(t.dataset.rows) : 0;")
+            if not seen or seen[-1] != n:
+                seen.append(n)
+            if n == len(cache) and len(seen) > 1:
+                break
+            time.sleep(0.05)
+        grown = [n for n in seen if n != len(cache) or n == seen[-1]]
+        assert grown == list(range(grown[0], len(cache) + 1)), f"{what}: the cache grew {seen}"
+        print(f"{what}: the KV cache panel grows one key row per token {grown}; rows within {worst:.1e} of the head")
+    else:
+        assert "no KV cache" in page.js("return document.getElementById('cache').textContent;")
+
+
 def check_minilm(page, out_dir):
     ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
     shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
@@ -266,6 +348,9 @@ def check_minilm(page, out_dir):
     print(f"MiniLM Korean: the axis reads {' '.join(labels)}")
     words = check_word_view(page, "MiniLM Korean", causal=False)
     assert words["tokens"] == ["[CLS]"] + KOREAN.split(" ") + ["[SEP]"], words["tokens"]
+    page.js("document.getElementById('sentence').value = 'The cat sat on the mat';")
+    check_real_head(page, "MiniLM", False, "The dog ate Tom")
+    page.screenshot(os.path.join(out_dir, "lab-minilm-whatif.png"))
 
 
 def check_smollm2(page, out_dir):
@@ -277,6 +362,7 @@ def check_smollm2(page, out_dir):
     upper = [m[i][j] for i in range(len(m)) for j in range(i + 1, len(m))]
     assert all(x == 0.0 for x in upper), f"SmolLM2: upper triangle not 0: {upper}"
     print("SmolLM2: causal, the upper triangle is exactly 0")
+    check_real_head(page, "SmolLM2", True, "The dog ate Tom")
     capital = json.load(open(os.path.join(ref_dir, "next_capital.json")))
     page.js("document.getElementById('sentence').value = 'The capital of France is';"
             "document.getElementById('status').dataset.status = 'running';")

@@ -131,6 +131,17 @@ function drawCache(rows) {
   const t = table(m.slice(0, rows), toks, toks);
   t.dataset.rows = String(rows);
   el.appendChild(t);
+  if (result.cache.keys) {
+    // What the cache holds after `rows` tokens: one key (and value) row per token so far.
+    const cap = document.createElement("p");
+    cap.className = "hint";
+    cap.textContent = `the cache after ${rows} token${rows === 1 ? "" : "s"}: keys of key/value head ${result.kv_head} (first ${result.cache.keys[0].length} of ${result.head_dim} dims)`;
+    el.appendChild(cap);
+    const keys = table(result.cache.keys.slice(0, rows), result.cache.keys[0].map((_, c) => `k${c}`), toks);
+    keys.id = "cachekeys";
+    keys.dataset.rows = String(rows);
+    el.appendChild(keys);
+  }
 }
 
 function options(select, n, word, chosen) {
@@ -141,14 +152,34 @@ function options(select, n, word, chosen) {
   select.value = String(chosen);
 }
 
-// Panels that only the built-in embedding feeds (a real model's forward pass does not
-// expose one head's q and k, nor take the what-if switches).
-function builtinOnly(show) {
-  for (const id of ["whatif"]) $(id).style.opacity = show ? 1 : 0.4;
+// Panels fed by one head's real tensors. Without them (a loaded model without WebGPU)
+// each says why; the switches then have nothing to recompute.
+function headPanels(show, why) {
+  $("whatif").style.opacity = show ? 1 : 0.4;
   for (const id of ["step", "crossmap", "cache"]) {
-    if (!show) $(id).textContent = "(runs on the built-in embedding: pick it in the model picker)";
+    if (!show) $(id).textContent = `(${why})`;
   }
   if (!show) for (const id of ["crossbadge", "cachebadge"]) $(id).textContent = "";
+}
+
+// The side-by-side of a loaded model's head: as trained, with the switches, and the
+// difference.
+function drawWhatIf() {
+  const panel = $("wipanel");
+  const w = result.whatif;
+  panel.hidden = !w;
+  if (!w) return;
+  $("wi-original").innerHTML = w.svg_original;
+  $("wi-changed").innerHTML = w.svg_changed;
+  $("wi-diff").innerHTML = w.svg_diff;
+  panel.dataset.active = String(w.active);
+  panel.dataset.changed = JSON.stringify(w.changed);
+  panel.dataset.original = JSON.stringify(w.original);
+  $("wi-note").textContent = w.active
+    ? `The switches change this trained head: the largest change of a weight is ${w.max_change.toFixed(3)}. ` +
+      `Recomputed from layer ${result.layer}'s real q, k and v in ${result.head_ms.toFixed(0)} ms ` +
+      `(${result.pass_reused ? "the forward pass kept" : "after a new forward pass"}).`
+    : "The switches are the model's own computation: flip one above to see this head change.";
 }
 
 function draw() {
@@ -172,8 +203,11 @@ function draw() {
     const where = result.backend === "webgpu" ? "WebGPU" : "the fast CPU path (no WebGPU)";
     ft.textContent = `forward pass on ${where}: ${result.forward_ms.toFixed(0)} ms for ` +
       `${result.token_labels.length} tokens; the float64 reference it is badged against: ` +
-      `${result.reference_ms.toFixed(0)} ms`;
+      `${result.reference_ms.toFixed(0)} ms` +
+      (result.head_ms !== undefined ? `; this request: ${result.pass_reused ? "pass kept, " : ""}` +
+        `head work ${result.head_ms.toFixed(0)} ms` : "");
     ft.dataset.ms = String(result.forward_ms);
+    ft.dataset.headMs = String(result.head_ms);
   } else {
     ft.textContent = "";
     delete ft.dataset.ms;
@@ -181,11 +215,12 @@ function draw() {
   if (pinned !== null && pinned >= result.tokens.length) pinned = null;
   drawStrip();
   drawBars(pinned);
+  drawWhatIf();
   if (!result.steps) {
-    builtinOnly(false);
+    headPanels(false, result.real_panels || "no head tensors");
     return;
   }
-  builtinOnly(true);
+  headPanels(true);
   if (result.cross) {
     $("crossmap").innerHTML = result.cross.svg;
     badge($("crossbadge"), result.cross.badge, "GPU");
@@ -193,8 +228,13 @@ function draw() {
     $("crossmap").textContent = "(type a sentence for the keys and values)";
     $("crossbadge").textContent = "";
   }
-  badge($("cachebadge"), result.cache.badge, "GPU");
-  drawCache((result.step_tokens || result.tokens).length);
+  if (result.cache) {
+    badge($("cachebadge"), result.cache.badge, "GPU");
+    drawCache((result.step_tokens || result.tokens).length);
+  } else {
+    $("cache").textContent = `(${result.cache_note})`;
+    $("cachebadge").textContent = "";
+  }
   drawStep();
 }
 
@@ -257,6 +297,9 @@ async function pickModel(index) {
     status.dataset.load = JSON.stringify({ mb, fetch_ms: t1 - t0, load_ms: t2 - t1, read_ms: info.read_ms, upload_ms: info.upload_ms });
     $("generate").disabled = !info.causal;
     $("causal").checked = info.causal;
+    $("scale").value = "sqrt";
+    $("kq").checked = false;
+    $("windowed").checked = false;
   } catch (e) {
     return setStatus("error", `error: ${e}`);
   }

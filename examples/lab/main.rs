@@ -14,6 +14,8 @@
 
 #[path = "builtin.rs"]
 mod builtin;
+#[path = "real.rs"]
+mod real;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,7 +25,7 @@ use serde_json::{json, Value};
 use wasm_bindgen::prelude::*;
 use wgpu_attention::model::bert::BertModel;
 use wgpu_attention::model::llama::LlamaModel;
-use wgpu_attention::model::{words, GenerateOptions, Model, ModelError, ModelGpu, Sampling};
+use wgpu_attention::model::{GenerateOptions, Model, ModelError, ModelGpu, Sampling};
 use wgpu_attention::viz::{word_attention, Grid, Heatmap};
 use wgpu_attention::{
     attention_async, attention_cpu, attention_reference, mha_async, mha_cpu, mha_incremental_async,
@@ -200,10 +202,11 @@ struct Settings {
     head: usize,
 }
 
-fn settings(req: &Value) -> Result<Settings, String> {
-    let d = builtin::HEAD_DIM as f32;
+/// The switches of a request, for heads of dimension `head_dim` out of `heads`.
+fn settings(req: &Value, head_dim: usize, heads: usize) -> Result<Settings, String> {
+    let d = head_dim as f32;
     let (scale, scale_label) = match req["scale"].as_str().unwrap_or("sqrt") {
-        "sqrt" => (1.0 / d.sqrt(), format!("1/√d_k = 1/√{}", builtin::HEAD_DIM)),
+        "sqrt" => (1.0 / d.sqrt(), format!("1/√d_k = 1/√{head_dim}")),
         "none" => (1.0, "1 (no ÷√d_k)".to_string()),
         other => {
             let v: f32 = other
@@ -226,8 +229,8 @@ fn settings(req: &Value) -> Result<Settings, String> {
         _ => None,
     };
     let head = req["head"].as_u64().unwrap_or(0) as usize;
-    if head >= builtin::HEADS {
-        return Err(format!("head: {head} is not below {}", builtin::HEADS));
+    if head >= heads {
+        return Err(format!("head: {head} is not below {heads}"));
     }
     Ok(Settings {
         causal: req["causal"].as_bool().unwrap_or(false),
@@ -331,14 +334,52 @@ fn words_of_all(a: &Array4<f32>, ranges: &[std::ops::Range<usize>]) -> Result<Ar
     Ok(out)
 }
 
+/// The step-by-step panel on one head's own q `(L, D)` and k `(S, D)`: Q·Kᵀ, the scaled
+/// logits and the masked ones in f64 (`None` is −∞), then the kernel's softmax and ·V.
+fn steps_json(
+    (q, k): (ArrayView2<f32>, ArrayView2<f32>),
+    set: &Settings,
+    (softmax, out): (ArrayView2<f32>, ArrayView2<f32>),
+    out_badge: f32,
+) -> Value {
+    let (l, s_len, d) = (q.nrows(), k.nrows(), q.ncols());
+    let allowed = |i: usize, j: usize| {
+        (!set.causal || j <= i)
+            && set
+                .window
+                .is_none_or(|(left, right)| j + left as usize >= i && j <= i + right as usize)
+    };
+    let mut qk = Array2::<f64>::zeros((l, s_len));
+    for i in 0..l {
+        for j in 0..s_len {
+            qk[[i, j]] = (0..d).map(|c| q[[i, c]] as f64 * k[[j, c]] as f64).sum();
+        }
+    }
+    let scaled = qk.mapv(|x| x * set.scale as f64);
+    let masked: Vec<Vec<Option<f64>>> = (0..l)
+        .map(|i| {
+            (0..s_len)
+                .map(|j| allowed(i, j).then(|| scaled[[i, j]]))
+                .collect()
+        })
+        .collect();
+    json!({
+        "qk": qk.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+        "scaled": scaled.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
+        "masked": masked,
+        "softmax": matrix_json(softmax),
+        "out": matrix_json(out),
+        "out_badge": out_badge,
+    })
+}
+
 async fn run(req: &Value) -> Result<Value, String> {
     if req["model"].as_str().unwrap_or("builtin") != "builtin" {
         let m = loaded().ok_or("the model is still loading")?;
-        return run_model(req, &m).await;
+        return real::run_model(req, &m).await;
     }
-    let set = settings(req)?;
+    let set = settings(req, builtin::HEAD_DIM, builtin::HEADS)?;
     let tokens = tokens_of(req["sentence"].as_str().unwrap_or(""), "sentence")?;
-    let l = tokens.len();
     let ctx = gpu();
     let backend = if ctx.is_some() { "webgpu" } else { "cpu" };
     let x = builtin::embed(&tokens);
@@ -405,29 +446,6 @@ async fn run(req: &Value) -> Result<Value, String> {
     let head_w = head_of(&w, h);
     let head_cpu = head_of(&w_cpu, h);
 
-    // The four steps on this head's own q and k, in f64.
-    let allowed = |i: usize, j: usize| {
-        (!set.causal || j <= i)
-            && set
-                .window
-                .is_none_or(|(left, right)| j + left as usize >= i && j <= i + right as usize)
-    };
-    let mut qk = Array2::<f64>::zeros((l, l));
-    for i in 0..l {
-        for j in 0..l {
-            qk[[i, j]] = (0..builtin::HEAD_DIM)
-                .map(|c| q[[0, h, i, c]] as f64 * k[[0, g, j, c]] as f64)
-                .sum();
-        }
-    }
-    let scaled = qk.mapv(|x| x * set.scale as f64);
-    let masked: Vec<Vec<Option<f64>>> = (0..l)
-        .map(|i| {
-            (0..l)
-                .map(|j| allowed(i, j).then(|| scaled[[i, j]]))
-                .collect()
-        })
-        .collect();
     let out_head = shown.out.slice(s![0, h, .., ..]).to_owned();
     let step_head = head_of(shown.weights.as_ref().expect("asked for weights"), h);
     let grid_badges: Vec<f32> = (0..builtin::HEADS)
@@ -481,16 +499,14 @@ async fn run(req: &Value) -> Result<Value, String> {
         "grid_badges": grid_badges,
         "q": matrix_json(q.slice(s![0, h, .., ..])),
         "k": matrix_json(k.slice(s![0, g, .., ..])),
-        "steps": {
-            "qk": qk.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
-            "scaled": scaled.outer_iter().map(|r| r.to_vec()).collect::<Vec<_>>(),
-            "masked": masked,
-            "softmax": matrix_json(step_head.view()),
-            "out": matrix_json(out_head.view()),
-            "out_badge": max_diff(
+        "steps": steps_json(
+            (q.slice(s![0, h, .., ..]), k.slice(s![0, g, .., ..])),
+            &set,
+            (step_head.view(), out_head.view()),
+            max_diff(
                 shown.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap(),
                 cpu.out.slice(s![0, h, .., ..]).to_owned().as_slice().unwrap()),
-        },
+        ),
     });
 
     let layer = weights_of_layer()?;
@@ -542,89 +558,4 @@ async fn run(req: &Value) -> Result<Value, String> {
         "badge": max_diff(m.as_slice().unwrap(), mc.as_slice().unwrap()),
     });
     Ok(result)
-}
-
-/// A sentence through a real model: every layer's and head's attention from the GPU
-/// forward pass (or, without WebGPU, the fast f32 CPU pass), badged against the float64
-/// CPU forward pass of the same page. `forward_ms` is the time of the pass shown.
-async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> {
-    let err = |e: ModelError| e.to_string();
-    let tokens = m
-        .model
-        .tokenize(req["sentence"].as_str().unwrap_or(""))
-        .map_err(err)?;
-    let ids: Vec<u32> = tokens.iter().map(|t| t.id).collect();
-    let texts: Vec<String> = tokens.iter().map(|t| t.text.clone()).collect();
-    let t0 = now();
-    let (backend, shown) = match (gpu(), &m.gpu) {
-        (Some(ctx), Some(g)) => ("webgpu", g.forward(&ctx, &ids, true).await.map_err(err)?),
-        _ => ("cpu", m.model.forward_cpu(&ids, true).map_err(err)?),
-    };
-    let forward_ms = now() - t0;
-    let t0 = now();
-    let cpu = m.model.forward_reference(&ids, true).map_err(err)?;
-    let reference_ms = now() - t0;
-    let att = shown.attention.ok_or("the model returned no attention")?;
-    let att_cpu = cpu.attention.ok_or("the model returned no attention")?;
-    let (layers, heads, _, _) = att.dim();
-    let info = m.model.info();
-    let layer = (req["layer"].as_u64().unwrap_or(0) as usize).min(layers - 1);
-    let head = (req["head"].as_u64().unwrap_or(0) as usize).min(heads - 1);
-    let pick = |a: &ndarray::Array4<f32>, l: usize, h: usize| -> Array2<f32> {
-        a.slice(s![l, h, .., ..]).to_owned()
-    };
-    // The word switch: every matrix aggregated to whole words (see `viz::word_attention`).
-    let sentence = req["sentence"].as_str().unwrap_or("");
-    let word_view = req["words"].as_bool().unwrap_or(false);
-    let words = words(sentence, &tokens);
-    let ranges: Vec<_> = words.iter().map(|w| w.tokens.clone()).collect();
-    let (texts, att, att_cpu) = if word_view {
-        (
-            words.into_iter().map(|w| w.text).collect(),
-            words_of_all(&att, &ranges)?,
-            words_of_all(&att_cpu, &ranges)?,
-        )
-    } else {
-        (texts, att, att_cpu)
-    };
-    let (mat, mat_cpu) = (pick(&att, layer, head), pick(&att_cpu, layer, head));
-    let panels: Vec<(String, Array2<f32>)> = (0..layers)
-        .flat_map(|l| (0..heads).map(move |h| (l, h)))
-        .map(|(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
-        .collect();
-    let mut grid = Grid::new(
-        format!(
-            "every layer × head ({layers} × {heads}; {} query heads per key/value head) · “{sentence}”",
-            heads / info.kv_heads.max(1)
-        ),
-        panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
-        heads,
-    );
-    grid.group = heads / info.kv_heads.max(1);
-    grid.cell = (60.0 / texts.len() as f64).clamp(2.0, 8.0);
-    let flat = |a: &ndarray::Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
-    Ok(json!({
-        "backend": backend,
-        "model": info.architecture,
-        "tokens": texts,
-        "token_labels": tokens.iter().map(|t| t.text.clone()).collect::<Vec<_>>(),
-        "raw_tokens": tokens.iter().map(|t| t.raw.clone()).collect::<Vec<_>>(),
-        "words": word_view,
-        "word_ranges": ranges.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
-        "layers": layers,
-        "layer": layer,
-        "heads": heads,
-        "kv_heads": info.kv_heads,
-        "head": head,
-        "causal": info.causal,
-        "matrix": matrix_json(mat.view()),
-        "cpu_matrix": matrix_json(mat_cpu.view()),
-        "badge": max_diff(mat.as_slice().unwrap_or(&[]), mat_cpu.as_slice().unwrap_or(&[])),
-        "svg": heatmap_svg(mat.view(), &texts, &texts,
-            format!("{} · layer {layer} · head {head}{} · “{sentence}”", info.architecture, if word_view { " · words" } else { "" })),
-        "grid_svg": grid.svg(),
-        "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
-        "forward_ms": forward_ms,
-        "reference_ms": reference_ms,
-    }))
 }

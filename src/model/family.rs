@@ -6,7 +6,8 @@ use std::path::Path;
 use super::bert::{BertGpu, BertModel};
 use super::llama::{LlamaGpu, LlamaModel};
 use super::{
-    ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError, ModelInfo, Token,
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError, ModelInfo,
+    Token,
 };
 use crate::GpuContext;
 
@@ -121,6 +122,22 @@ impl Model {
         }
     }
 
+    /// The float64 forward pass with one head's attention output replaced (see
+    /// [`HeadPatch`]): the reference for [`ModelGpu::forward_patched`].
+    ///
+    /// # Errors
+    /// The family's input errors; [`ModelError::Input`] naming `patch` for a bad patch.
+    pub fn forward_reference_patched(
+        &self,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        match self {
+            Self::Bert(m) => m.forward_reference_patched(ids, patch),
+            Self::Llama(m) => m.forward_reference_patched(ids, patch),
+        }
+    }
+
     /// Uploads the weights to `ctx`'s device.
     ///
     /// # Errors
@@ -147,6 +164,23 @@ impl ModelGpu {
         match self {
             Self::Bert(m) => m.forward(ctx, ids, attention).await,
             Self::Llama(m) => m.forward(ctx, ids, attention).await,
+        }
+    }
+
+    /// The GPU forward pass with one head's attention output replaced (see [`HeadPatch`]):
+    /// the last hidden state (and a causal model's last logits) with that head changed.
+    ///
+    /// # Errors
+    /// The family's input and device errors; [`ModelError::Input`] naming `patch`.
+    pub async fn forward_patched(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        match self {
+            Self::Bert(m) => m.forward_patched(ctx, ids, patch).await,
+            Self::Llama(m) => m.forward_patched(ctx, ids, patch).await,
         }
     }
 

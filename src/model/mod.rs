@@ -26,4 +26,6 @@ pub use locate::{model_cache_dir, resolve_model_path};
 pub use ops::{quant_embed_probe, quant_matmul_probe};
 pub use stages::StageTimes;
 pub use tokens::{words, Token, Word, CONTINUATION_MARK, NEWLINE_MARK, SPACE_MARK, TAB_MARK};
-pub use types::{ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelInfo, Sampling};
+pub use types::{
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelInfo, Sampling,
+};

@@ -45,6 +45,65 @@ pub struct LayerInputs {
     pub v: Array4<f32>,
 }
 
+/// One head's attention output replaced, to see what the rest of the model does with a
+/// changed head: at `layer`, query head `head`'s output rows (its weights times V, before
+/// the output projection mixes the heads) become `out`, `(L, head_dim)`; every later layer
+/// runs on as usual.
+#[derive(Debug, Clone)]
+pub struct HeadPatch {
+    pub layer: usize,
+    pub head: usize,
+    pub out: Array2<f32>,
+}
+
+impl HeadPatch {
+    /// Checks the patch against a model of `layers` × `heads` heads of `dim` and a
+    /// sequence of `len` tokens.
+    pub(crate) fn check(
+        &self,
+        (layers, heads, dim): (usize, usize, usize),
+        len: usize,
+    ) -> Result<(), crate::model::ModelError> {
+        use crate::model::ModelError;
+        if self.layer >= layers {
+            return Err(ModelError::input(
+                "patch",
+                format!("layer {} is not below the model's {layers}", self.layer),
+            ));
+        }
+        if self.head >= heads {
+            return Err(ModelError::input(
+                "patch",
+                format!("head {} is not below the model's {heads}", self.head),
+            ));
+        }
+        if self.out.dim() != (len, dim) {
+            return Err(ModelError::input(
+                "patch",
+                format!(
+                    "out is {:?}; a head's output for {len} tokens is ({len}, {dim})",
+                    self.out.shape()
+                ),
+            ));
+        }
+        if let Some(x) = self.out.iter().find(|x| !x.is_finite()) {
+            return Err(ModelError::input("patch", format!("out holds {x}")));
+        }
+        Ok(())
+    }
+
+    /// Writes the patch into packed context rows `(L, heads·dim)` (the CPU passes' layout).
+    pub(crate) fn apply_rows<T: Copy>(&self, rows: &mut [T], heads: usize, of: impl Fn(f32) -> T) {
+        let dim = self.out.ncols();
+        for (t, row) in self.out.outer_iter().enumerate() {
+            let at = t * heads * dim + self.head * dim;
+            for (dst, &x) in rows[at..at + dim].iter_mut().zip(row) {
+                *dst = of(x);
+            }
+        }
+    }
+}
+
 /// How the next token is picked.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Sampling {

@@ -1,13 +1,14 @@
 //! Each layer's attention inputs from the models' GPU passes (`attention_inputs`) give back
-//! the layers' attention through `attention_patterns`, and `model attention`'s pattern
+//! the layers' attention through `attention_patterns`; a patched head (`forward_patched`)
+//! changes the rest of the pass as the float64 reference says; and `model attention`'s pattern
 //! flags (`--layers`, `--heads`, `--rows`, `--cols`, `--pool`, `--entropy`) equal the
 //! full weights reduced here, with bad input refused naming the flag.
 
 use ndarray::{s, Array3, Array4};
 use ndarray_npy::read_npy;
 use wgpu_attention::model::bert::BertModel;
-use wgpu_attention::model::{LayerInputs, Model};
-use wgpu_attention::{attention_patterns, AttentionOptions, PatternOptions};
+use wgpu_attention::model::{HeadPatch, LayerInputs, Model, ModelError};
+use wgpu_attention::{attention_patterns, attention_reference, AttentionOptions, PatternOptions};
 
 use crate::bert_tiny::{tiny_bert, HEADS, LAYERS};
 use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
@@ -53,6 +54,109 @@ fn every_layers_inputs_give_back_its_attention() {
     let llama = crate::model_llama::tiny_model::tiny_model(4, true);
     let ids: Vec<u32> = (0..19).map(|i| (i * 37 + 11) % 256).collect();
     check_inputs("llama", &Model::Llama(Box::new(llama)), &ids);
+}
+
+fn largest_gap(a: &ndarray::Array2<f32>, b: &ndarray::Array2<f32>) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// Patching a head with its own output changes nothing; patching it with its causal
+/// version changes the rest of the pass exactly as the float64 reference does.
+fn check_patch(what: &str, model: &Model, ids: &[u32]) {
+    let info = model.info();
+    let gpu = model.upload(ctx()).expect("upload");
+    let plain = pollster::block_on(gpu.forward(ctx(), ids, false)).expect("forward");
+    let inputs = pollster::block_on(gpu.attention_inputs(ctx(), ids)).expect("inputs");
+    let (layer, head) = (info.layers - 1, info.heads - 1);
+    let kv = head / (info.heads / info.kv_heads);
+    let one = |a: &Array4<f32>, h: usize| a.slice(s![.., h..h + 1, .., ..]).to_owned();
+    let (q, k, v) = (
+        one(&inputs[layer].q, head),
+        one(&inputs[layer].k, kv),
+        one(&inputs[layer].v, kv),
+    );
+    let head_out = |causal: bool| {
+        let opts = AttentionOptions {
+            causal,
+            ..Default::default()
+        };
+        let out = attention_reference(q.view(), k.view(), v.view(), &opts).expect("reference");
+        out.out.slice(s![0, 0, .., ..]).to_owned()
+    };
+    let own = HeadPatch {
+        layer,
+        head,
+        out: head_out(info.causal),
+    };
+    let same = pollster::block_on(gpu.forward_patched(ctx(), ids, &own)).expect("patched");
+    let gap = largest_gap(&same.hidden, &plain.hidden);
+    assert!(gap < 1e-4, "{what}: the head's own output moved the hidden state by {gap}");
+    let changed = HeadPatch {
+        out: head_out(!info.causal),
+        ..own.clone()
+    };
+    let got = pollster::block_on(gpu.forward_patched(ctx(), ids, &changed)).expect("patched");
+    let want = model
+        .forward_reference_patched(ids, &changed)
+        .expect("reference patched");
+    assert_close(
+        &format!("{what}: patched hidden"),
+        got.hidden.view(),
+        want.hidden.view(),
+        2e-4,
+        1e-3,
+    );
+    if let (Some(g), Some(w)) = (&got.logits, &want.logits) {
+        assert_close(&format!("{what}: patched logits"), g.view(), w.view(), 2e-4, 1e-3);
+    }
+    let moved = largest_gap(&want.hidden, &plain.hidden);
+    assert!(moved > 1e-3, "{what}: the changed head moved nothing ({moved})");
+    // Bad patches name the argument.
+    let d = info.head_dim;
+    let bad = [
+        HeadPatch {
+            layer: info.layers,
+            ..own.clone()
+        },
+        HeadPatch {
+            head: info.heads,
+            ..own.clone()
+        },
+        HeadPatch {
+            out: ndarray::Array2::zeros((ids.len() + 1, d)),
+            ..own.clone()
+        },
+        HeadPatch {
+            out: ndarray::Array2::from_elem((ids.len(), d), f32::NAN),
+            ..own.clone()
+        },
+    ];
+    for p in &bad {
+        for e in [
+            pollster::block_on(gpu.forward_patched(ctx(), ids, p)).unwrap_err(),
+            model.forward_reference_patched(ids, p).unwrap_err(),
+        ] {
+            assert!(
+                matches!(e, ModelError::Input { arg: "patch", .. }),
+                "{what}: {e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_patched_head_changes_the_rest_of_the_pass_as_the_reference_does() {
+    let b = tiny_bert(3);
+    let bert = BertModel::from_parts(b.config.as_bytes(), &b.safetensors, b.tokenizer.as_bytes())
+        .expect("tiny bert");
+    let ids: Vec<u32> = (0..9).map(|i| (i * 5 + 2) % 9).collect();
+    check_patch("bert", &Model::Bert(Box::new(bert)), &ids);
+    let llama = crate::model_llama::tiny_model::tiny_model(6, false);
+    let ids: Vec<u32> = (0..13).map(|i| (i * 31 + 7) % 256).collect();
+    check_patch("llama", &Model::Llama(Box::new(llama)), &ids);
 }
 
 fn ok(args: &[&str]) -> String {

@@ -9,6 +9,7 @@ use super::weights::{BertWeights, Dense, Norm};
 use crate::error::AttentionError;
 use crate::model::cpu_float::{CpuFloat, Heads};
 use crate::model::stages::Clock;
+use crate::model::HeadPatch;
 
 /// A row-major `(rows, cols)` matrix.
 struct Mat<T> {
@@ -119,7 +120,7 @@ pub(crate) fn forward<T: CpuFloat>(
     w: &BertWeights,
     c: &BertConfig,
     ids: &[u32],
-    attention: bool,
+    (attention, patch): (bool, Option<&HeadPatch>),
     mut clock: Option<&mut Clock>,
 ) -> Result<CpuForward<T>, AttentionError> {
     let mut lap = |stage: &'static str| {
@@ -174,11 +175,14 @@ pub(crate) fn forward<T: CpuFloat>(
                 *dst = src.to64() as f32;
             }
         }
-        let ctx = Mat {
+        let mut ctx = Mat {
             rows: l,
             cols: h,
             data: heads_out.context,
         };
+        if let Some(p) = patch.filter(|p| p.layer == n) {
+            p.apply_rows(&mut ctx.data, heads, T::of);
+        }
         lap("attention");
         let a = dense(&ctx, &layer.attn_out);
         x = add_norm(&a, Some(&x), &layer.attn_norm, eps);

@@ -162,7 +162,7 @@ impl BertModel {
         let mut out = Array2::zeros((sentences.len(), hidden));
         for (i, ids) in sentences.iter().enumerate() {
             check_ids(&self.config, ids)?;
-            let f = cpu::forward::<T>(&self.weights, &self.config, ids, false, None)?;
+            let f = cpu::forward::<T>(&self.weights, &self.config, ids, (false, None), None)?;
             let e = self.sentence.pooling.apply(f.hidden.view());
             out.row_mut(i).assign(&ndarray::Array1::from(e));
         }

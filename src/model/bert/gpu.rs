@@ -14,7 +14,7 @@ use crate::model::ops::{
     EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
 use crate::model::stages::Clock;
-use crate::model::{LayerInputs, ModelError};
+use crate::model::{HeadPatch, LayerInputs, ModelError};
 use crate::{AttentionBuffers, AttentionOptions, GpuContext, GpuTensor, PreparedAttention};
 
 pub(crate) struct DenseGpu {
@@ -183,13 +183,15 @@ async fn lap(
     Ok(())
 }
 
-/// What a pass gives back besides the hidden state.
+/// What a pass gives back besides the hidden state, and what it changes.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Want {
+pub(crate) struct Want<'a> {
     /// The attention probabilities of every layer.
     pub attention: bool,
     /// Every layer's q, k and v (one sentence only).
     pub inputs: bool,
+    /// One head's attention output replaced (one sentence only; checked by the caller).
+    pub patch: Option<&'a HeadPatch>,
 }
 
 /// What [`forward`] returns: the last hidden state `(B·L, hidden)` (sentence b's rows at
@@ -208,7 +210,7 @@ pub(crate) async fn forward(
     c: &BertConfig,
     w: &DeviceWeights,
     tokens: &PaddedBatch,
-    want: Want,
+    want: Want<'_>,
     mut clock: Option<&mut Clock>,
 ) -> Result<Pass, ModelError> {
     let attention = want.attention;
@@ -248,6 +250,10 @@ pub(crate) async fn forward(
             .collect::<Result<Vec<_>, _>>()?
     } else {
         Vec::new()
+    };
+    let patch = match want.patch {
+        Some(p) => Some((p, GpuTensor::from_array(ctx, p.out.view().into_dyn())?)),
+        None => None,
     };
     let id_buffer = upload_ids(ctx, &tokens.ids)?;
     let eps = c.layer_norm_eps as f32;
@@ -310,6 +316,12 @@ pub(crate) async fn forward(
             lse: None,
         };
         attend.record(ctx, &mut encoder, &buffers)?;
+        if let Some((p, out)) = patch.as_ref().filter(|(p, _)| p.layer == n) {
+            // Head h of (1, heads, L, D) is one contiguous block.
+            let bytes = out.len() as u64 * 4;
+            let at = p.head as u64 * bytes;
+            encoder.copy_buffer_to_buffer(out.buffer(), 0, s.heads_out.buffer(), at, bytes);
+        }
         lap(ctx, &mut encoder, &mut clock, "attention").await?;
 
         let merge = Linear {

@@ -35,7 +35,8 @@ use crate::model::stages::Clock;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::model::StageTimes;
 use crate::model::{
-    ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError, ModelInfo, Token,
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError, ModelInfo,
+    Token,
 };
 use crate::GpuContext;
 
@@ -202,7 +203,7 @@ impl BertModel {
     /// vocabulary; [`ModelError::Attention`] when the attention outputs do not fit in
     /// memory.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
-        self.forward_on::<f32>(ids, attention, None)
+        self.forward_on::<f32>(ids, (attention, None), None)
     }
 
     /// The forward pass in float64 on the CPU (results rounded to f32): the reference
@@ -215,7 +216,28 @@ impl BertModel {
         ids: &[u32],
         attention: bool,
     ) -> Result<ForwardOutput, ModelError> {
-        self.forward_on::<f64>(ids, attention, None)
+        self.forward_on::<f64>(ids, (attention, None), None)
+    }
+
+    /// [`BertModel::forward_reference`] with one head's attention output replaced (see
+    /// [`HeadPatch`]): what the rest of the encoder makes of a changed head, in float64.
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_cpu`]; [`ModelError::Input`] naming `patch` for a layer or
+    /// head out of range, an output of the wrong shape or a non-finite value.
+    pub fn forward_reference_patched(
+        &self,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        self.check_patch(ids, patch)?;
+        self.forward_on::<f64>(ids, (false, Some(patch)), None)
+    }
+
+    fn check_patch(&self, ids: &[u32], patch: &HeadPatch) -> Result<(), ModelError> {
+        let c = &self.config;
+        let shape = (c.num_hidden_layers, c.num_attention_heads, c.head_dim());
+        patch.check(shape, ids.len())
     }
 
     /// [`BertModel::forward_cpu`] with the time of each stage, summed over layers.
@@ -230,18 +252,18 @@ impl BertModel {
         attention: bool,
     ) -> Result<(ForwardOutput, StageTimes), ModelError> {
         let mut clock = Clock::start();
-        let output = self.forward_on::<f32>(ids, attention, Some(&mut clock))?;
+        let output = self.forward_on::<f32>(ids, (attention, None), Some(&mut clock))?;
         Ok((output, clock.times))
     }
 
     fn forward_on<T: CpuFloat>(
         &self,
         ids: &[u32],
-        attention: bool,
+        asked: (bool, Option<&HeadPatch>),
         clock: Option<&mut Clock>,
     ) -> Result<ForwardOutput, ModelError> {
         check_ids(&self.config, ids)?;
-        let out = cpu::forward::<T>(&self.weights, &self.config, ids, attention, clock)?;
+        let out = cpu::forward::<T>(&self.weights, &self.config, ids, asked, clock)?;
         Ok(ForwardOutput {
             attention: out.attention,
             hidden: out.hidden.mapv(|v| v.to64() as f32),
@@ -295,6 +317,35 @@ impl BertGpu {
         let pass = gpu::forward(ctx, &self.config, &self.weights, &tokens, want, None).await?;
         Ok(ForwardOutput {
             attention: pass.attention,
+            hidden: pass.hidden,
+            logits: None,
+        })
+    }
+
+    /// [`BertGpu::forward`] with one head's attention output replaced (see [`HeadPatch`]).
+    ///
+    /// # Errors
+    /// As [`BertModel::forward_reference_patched`]; device failures.
+    pub async fn forward_patched(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        check_ids(&self.config, ids)?;
+        let c = &self.config;
+        patch.check(
+            (c.num_hidden_layers, c.num_attention_heads, c.head_dim()),
+            ids.len(),
+        )?;
+        let tokens = PaddedBatch::single(ids);
+        let want = gpu::Want {
+            patch: Some(patch),
+            ..Default::default()
+        };
+        let pass = gpu::forward(ctx, &self.config, &self.weights, &tokens, want, None).await?;
+        Ok(ForwardOutput {
+            attention: None,
             hidden: pass.hidden,
             logits: None,
         })

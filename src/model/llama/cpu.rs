@@ -19,6 +19,7 @@ use crate::error::AttentionError;
 use crate::model::cpu_float::{CpuFloat, Heads};
 use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::{LlamaConfig, LlamaWeights};
+use crate::model::HeadPatch;
 
 /// Keys and values of the tokens seen so far, per layer: `(len, kv_heads * head_dim)`.
 #[derive(Debug, Clone, Default)]
@@ -75,7 +76,7 @@ pub(crate) fn pass<T: CpuFloat>(
     w: &LlamaWeights,
     ids: &[u32],
     cache: &mut CpuCache<T>,
-    want_attention: bool,
+    (want_attention, patch): (bool, Option<&HeadPatch>),
 ) -> Result<CpuPass<T>, AttentionError> {
     let (hd, hq, hkv, h) = (c.head_dim, c.heads, c.kv_heads, c.hidden);
     let (l, past) = (ids.len(), cache.len);
@@ -100,7 +101,7 @@ pub(crate) fn pass<T: CpuFloat>(
         }
         cache.k[li].extend_from_slice(&k);
         cache.v[li].extend_from_slice(&v);
-        let heads = T::attention(Heads {
+        let mut heads = T::attention(Heads {
             q: &q,
             k: &cache.k[li],
             v: &cache.v[li],
@@ -113,6 +114,9 @@ pub(crate) fn pass<T: CpuFloat>(
         if let (Some(a), Some(p)) = (attention.as_mut(), heads.weights) {
             let per_layer = hq * l * total;
             a[li * per_layer..(li + 1) * per_layer].copy_from_slice(&p);
+        }
+        if let Some(p) = patch.filter(|p| p.layer == li) {
+            p.apply_rows(&mut heads.context, hq, T::of);
         }
         let attn_out = T::matmul(&heads.context, l, &lw.wo, hq * hd);
         x.iter_mut().zip(&attn_out).for_each(|(a, &b)| *a += b);

@@ -24,7 +24,9 @@ use std::sync::OnceLock;
 use ndarray::{Array1, Array2, Array4};
 use sha2::{Digest, Sha256};
 
-use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, ModelError, ModelInfo, Token};
+use crate::model::{
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, ModelError, ModelInfo, Token,
+};
 use crate::GpuContext;
 
 pub use chat::{ChatMessage, ChatTemplate};
@@ -260,7 +262,7 @@ impl LlamaModel {
     /// the context; [`ModelError::Attention`] when the attention outputs
     /// do not fit in memory.
     pub fn forward_cpu(&self, ids: &[u32], attention: bool) -> Result<ForwardOutput, ModelError> {
-        self.forward_on::<f32>(ids, attention)
+        self.forward_on::<f32>(ids, (attention, None))
     }
 
     /// The forward pass in float64 on the CPU (results rounded to f32): the reference
@@ -273,24 +275,35 @@ impl LlamaModel {
         ids: &[u32],
         attention: bool,
     ) -> Result<ForwardOutput, ModelError> {
-        self.forward_on::<f64>(ids, attention)
+        self.forward_on::<f64>(ids, (attention, None))
+    }
+
+    /// [`LlamaModel::forward_reference`] with one head's attention output replaced (see
+    /// [`HeadPatch`]): what the rest of the decoder makes of a changed head, in float64.
+    ///
+    /// # Errors
+    /// As [`LlamaModel::forward_cpu`]; [`ModelError::Input`] naming `patch` for a layer or
+    /// head out of range, an output of the wrong shape or a non-finite value.
+    pub fn forward_reference_patched(
+        &self,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        let c = &self.config;
+        check_ids(c, ids)?;
+        patch.check((c.layers, c.heads, c.head_dim), ids.len())?;
+        self.forward_on::<f64>(ids, (false, Some(patch)))
     }
 
     fn forward_on<T: CpuFloat>(
         &self,
         ids: &[u32],
-        attention: bool,
+        asked: (bool, Option<&HeadPatch>),
     ) -> Result<ForwardOutput, ModelError> {
         let c = &self.config;
         check_ids(c, ids)?;
         let l = ids.len();
-        let out = cpu::pass::<T>(
-            c,
-            self.weights(),
-            ids,
-            &mut CpuCache::new(c.layers),
-            attention,
-        )?;
+        let out = cpu::pass::<T>(c, self.weights(), ids, &mut CpuCache::new(c.layers), asked)?;
         let f32s = |v: Vec<T>| v.into_iter().map(|x| x.to64() as f32).collect::<Vec<f32>>();
         let shape_bug = |e: ndarray::ShapeError| ModelError::format("llama forward", e.to_string());
         Ok(ForwardOutput {
@@ -349,7 +362,7 @@ impl LlamaModel {
         let mut next_input: Vec<u32> = prompt.to_vec();
         while !run.done() {
             let logits = if opts.use_cache {
-                cpu::pass(c, self.weights(), &next_input, &mut cache, false)?.logits
+                cpu::pass(c, self.weights(), &next_input, &mut cache, (false, None))?.logits
             } else {
                 let seq = run.sequence();
                 cpu::pass(
@@ -357,7 +370,7 @@ impl LlamaModel {
                     self.weights(),
                     &seq,
                     &mut CpuCache::<T>::new(c.layers),
-                    false,
+                    (false, None),
                 )?
                 .logits
             };

@@ -19,7 +19,9 @@ use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
 use crate::model::ops::{read_ranges, EpiKind, QuantMatrix, QuantVariant};
-use crate::model::{ForwardOutput, GenerateOptions, GenerateStats, LayerInputs, ModelError};
+use crate::model::{
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError,
+};
 use crate::{GpuContext, GpuTensor};
 
 use pass::{KvStore, Workspace};
@@ -303,6 +305,44 @@ impl LlamaGpu {
         };
         Ok(ForwardOutput {
             attention,
+            hidden,
+            logits: Some(logits),
+        })
+    }
+
+    /// [`LlamaGpu::forward`] with one head's attention output replaced (see
+    /// [`HeadPatch`]); the logits are the last position's.
+    ///
+    /// # Errors
+    /// As [`LlamaModel::forward_reference_patched`]; device failures.
+    pub async fn forward_patched(
+        &self,
+        ctx: &GpuContext,
+        ids: &[u32],
+        patch: &HeadPatch,
+    ) -> Result<ForwardOutput, ModelError> {
+        let c = &self.config;
+        check_ids(c, ids)?;
+        patch.check((c.layers, c.heads, c.head_dim), ids.len())?;
+        let l = ids.len();
+        let ws = Workspace::new(ctx, self, l)?;
+        let mut kv = KvStore::new(ctx, self, l)?;
+        let out = GpuTensor::from_array(ctx, patch.out.view().into_dyn())?;
+        let taps = pass::Taps {
+            patch: Some((patch.layer, patch.head, &out)),
+            ..Default::default()
+        };
+        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
+        let ranges = [
+            (ws.logits.buffer(), 0, c.vocab as u64 * 4),
+            (ws.xn.buffer(), 0, ws.xn.len() as u64 * 4),
+        ];
+        let mut data = read_ranges(ctx, &ranges).await?.into_iter();
+        let logits = Array1::from(data.next().unwrap_or_default());
+        let hidden = Array2::from_shape_vec((l, c.hidden), data.next().unwrap_or_default())
+            .map_err(read_error)?;
+        Ok(ForwardOutput {
+            attention: None,
             hidden,
             logits: Some(logits),
         })

@@ -118,6 +118,8 @@ pub(crate) struct Taps<'a> {
     pub weights: Option<&'a [GpuTensor]>,
     /// `(1, heads, rows, head_dim)`: the queries after RoPE, as attention reads them.
     pub queries: Option<&'a [GpuTensor]>,
+    /// `(layer, head, rows × head_dim)`: that head's attention output replaced.
+    pub patch: Option<(usize, usize, &'a GpuTensor)>,
 }
 
 /// Runs `ids` (the tokens at positions `kv.len..`) through the model, appending their
@@ -232,6 +234,17 @@ pub(crate) async fn run(
             lse: None,
         };
         attention.record(ctx, e, &buffers)?;
+        if let Some((_, head, out)) = taps.patch.filter(|(layer, _, _)| *layer == li) {
+            // Head h of (1, heads, rows, D) is one contiguous block.
+            let bytes = out.len() as u64 * 4;
+            e.copy_buffer_to_buffer(
+                out.buffer(),
+                0,
+                ws.attn.buffer(),
+                head as u64 * bytes,
+                bytes,
+            );
+        }
         // For one token (1, heads, 1, D) is already the row (1, heads * D).
         let attn_rows = if l > 1 {
             kern.merge
