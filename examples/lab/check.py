@@ -25,7 +25,8 @@ checks what the page shows against an independent float64 computation:
   each give a heatmap equal to a float64 softmax of the page's exposed q and k (the head's
   real tensors) with that rule, recomputed without a new forward pass; the side-by-side
   keeps the trained head and its difference panel is changed - trained; the
-  step-through's softmax equals the heatmap; cross-attention with another sentence's keys
+  step-through's softmax equals the heatmap; "propagate" moves the final hidden states
+  by what the float64 pass with the same head patched says; cross-attention with another sentence's keys
   and values agrees with the CPU (its badge); the same on SmolLM2 (causal off instead),
   whose cache panel's rows equal the causal head and grow one key row per token;
 - with LAB_SMOLLM2=1 and SmolLM2 served: its attention on "I love AI !" equals the numpy
@@ -287,6 +288,20 @@ def check_real_head(page, what, model_causal, cross):
         assert soft < 1e-6, f"{name}: the step-through's softmax differs from the heatmap by {soft}"
         print(f"{name}: head recomputed in {r['head_ms']:.0f} ms on the kept pass; "
               f"largest change {r['whatif']['max_change']:.3f}; steps' softmax = heatmap")
+    set_switches(page, not model_causal)
+    page.js("document.getElementById('propagate').checked = true;")
+    page.recompute(f"{what} propagate")
+    page.js("document.getElementById('propagate').checked = false;")
+    p = page.js("return window.labResult;")["propagate"]
+    biggest = max(p["shift_cpu"])
+    worst = max(abs(a - b) for a, b in zip(p["shift"], p["shift_cpu"]))
+    assert biggest > 1e-3, f"{what}: propagating the changed head moved nothing ({biggest})"
+    assert worst <= 1e-3 + 1e-2 * biggest, \
+        f"{what}: the GPU's hidden-state shift differs from float64's by {worst} (largest {biggest})"
+    if model_causal:
+        assert len(p["top_before"]) == 5 and len(p["top_after"]) == 5, p
+    print(f"{what}: propagated: final hidden states moved up to {biggest:.3f}, GPU within "
+          f"{worst:.1e} of the float64 pass with the same head patched, in {p['ms']:.0f} ms")
     set_switches(page, model_causal)
     page.js("document.getElementById('cross').value = arguments[0];", cross)
     page.recompute(f"{what} cross")

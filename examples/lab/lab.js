@@ -34,6 +34,7 @@ function request() {
     window: windowed ? [Number($("wleft").value), Number($("wright").value)] : null,
     cross: $("cross").value,
     words: $("words").checked,
+    propagate: $("propagate").checked,
   };
 }
 
@@ -180,6 +181,37 @@ function drawWhatIf() {
       `Recomputed from layer ${result.layer}'s real q, k and v in ${result.head_ms.toFixed(0)} ms ` +
       `(${result.pass_reused ? "the forward pass kept" : "after a new forward pass"}).`
     : "The switches are the model's own computation: flip one above to see this head change.";
+  const p = result.propagate;
+  const out = $("wi-propagate");
+  out.innerHTML = "";
+  delete out.dataset.shift;
+  if (!p) return;
+  out.dataset.shift = JSON.stringify(p.shift);
+  out.dataset.shiftCpu = JSON.stringify(p.shift_cpu);
+  out.dataset.badge = String(p.badge);
+  const note = document.createElement("p");
+  note.className = "hint";
+  note.textContent = `The rest of the model run on the changed head (${p.ms.toFixed(0)} ms): how far each ` +
+    `token's final hidden state moved (L2), max |GPU − float64| = ${p.hidden_badge.toExponential(1)}.`;
+  out.appendChild(note);
+  const toks = result.step_tokens || result.tokens;
+  const max = Math.max(...p.shift, 1e-9);
+  p.shift.forEach((d, i) => {
+    const row = document.createElement("div");
+    row.className = "bar";
+    row.innerHTML = `<span class="label"></span><span class="fill"></span><span class="v"></span>`;
+    row.querySelector(".label").textContent = toks[i];
+    row.querySelector(".fill").style.width = `${(d / max * 16).toFixed(2)}rem`;
+    row.querySelector(".v").textContent = d.toFixed(4);
+    out.appendChild(row);
+  });
+  if (p.top_before) {
+    const fmtTop = (t) => t.map((x) => `${JSON.stringify(x.text)} ${(x.p * 100).toFixed(1)}%`).join(", ");
+    const t = document.createElement("p");
+    t.id = "wi-top";
+    t.textContent = `next token before: ${fmtTop(p.top_before)} · after: ${fmtTop(p.top_after)}`;
+    out.appendChild(t);
+  }
 }
 
 function draw() {
@@ -355,7 +387,7 @@ async function main() {
   $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
   $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
   for (const id of ["run"]) $(id).addEventListener("click", schedule);
-  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright", "words"]) {
+  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright", "words", "propagate"]) {
     $(id).addEventListener("change", schedule);
   }
   for (const id of ["sentence", "cross"]) {

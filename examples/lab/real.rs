@@ -8,9 +8,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use ndarray::{s, Array2, Array4, ArrayView2, Ix2};
+use ndarray::{s, Array1, Array2, Array4, ArrayView2, Axis, Ix2};
 use serde_json::{json, Value};
-use wgpu_attention::model::{words, LayerInputs, ModelError, Token};
+use wgpu_attention::model::{words, HeadPatch, LayerInputs, Model, ModelError, Token};
 use wgpu_attention::viz::{Grid, Heatmap};
 use wgpu_attention::{
     attention_async, attention_reference, AttentionOptions, AttentionOutput, GpuContext, Window,
@@ -32,6 +32,11 @@ struct Pass {
     att_cpu: Array4<f32>,
     /// Every layer's q, k and v from the GPU pass; empty without WebGPU.
     inputs: Vec<LayerInputs>,
+    /// The last hidden state and a causal model's last logits, from the pass shown and
+    /// from the reference.
+    hidden: Array2<f32>,
+    hidden_cpu: Array2<f32>,
+    logits: Option<Array1<f32>>,
     forward_ms: f64,
     reference_ms: f64,
 }
@@ -84,6 +89,9 @@ async fn pass_of(m: &Loaded, sentence: &str) -> Result<(Rc<Pass>, bool), String>
         att: shown.attention.ok_or("the model returned no attention")?,
         att_cpu: cpu.attention.ok_or("the model returned no attention")?,
         inputs,
+        hidden: shown.hidden,
+        hidden_cpu: cpu.hidden,
+        logits: shown.logits,
         forward_ms,
         reference_ms,
     });
@@ -150,6 +158,72 @@ fn weights2(o: &AttentionOutput) -> Array2<f32> {
         .unwrap_or_default()
 }
 
+/// Each row's Euclidean length of `a - b`.
+fn row_shift(a: &Array2<f32>, b: &Array2<f32>) -> Vec<f32> {
+    (a - b)
+        .axis_iter(Axis(0))
+        .map(|r| r.iter().map(|x| x * x).sum::<f32>().sqrt())
+        .collect()
+}
+
+/// The `n` most likely next tokens of `logits` with their probabilities.
+fn top(model: &Model, logits: &Array1<f32>, n: usize) -> Value {
+    let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let z: f64 = logits.iter().map(|&x| f64::from(x - m).exp()).sum();
+    let mut order: Vec<usize> = (0..logits.len()).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    Value::Array(
+        order
+            .into_iter()
+            .take(n)
+            .map(|id| {
+                json!({
+                    "id": id,
+                    "text": model.decode(&[id as u32]).unwrap_or_default(),
+                    "p": f64::from(logits[id] - m).exp() / z,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The rest of the model run on the changed head (`patch`): how far each token's final
+/// hidden state moved (the GPU pass, and the float64 reference with the same patch), and a
+/// causal model's next-token top 5 before and after.
+async fn propagate(
+    m: &Loaded,
+    ctx: &GpuContext,
+    pass: &Pass,
+    patch: &HeadPatch,
+) -> Result<Value, String> {
+    let t0 = now();
+    let g = m.gpu.as_ref().ok_or("the model is not on the GPU")?;
+    let ids: Vec<u32> = pass.tokens.iter().map(|t| t.id).collect();
+    let got = g.forward_patched(ctx, &ids, patch).await.map_err(err)?;
+    let ms = now() - t0;
+    let want = m
+        .model
+        .forward_reference_patched(&ids, patch)
+        .map_err(err)?;
+    let shift = row_shift(&got.hidden, &pass.hidden);
+    let shift_cpu = row_shift(&want.hidden, &pass.hidden_cpu);
+    let mut v = json!({
+        "shift": shift,
+        "shift_cpu": shift_cpu,
+        "badge": max_diff(&shift, &shift_cpu),
+        "hidden_badge": max_diff(
+            got.hidden.as_slice().unwrap_or(&[]),
+            want.hidden.as_slice().unwrap_or(&[])
+        ),
+        "ms": ms,
+    });
+    if let (Some(before), Some(after)) = (&pass.logits, &got.logits) {
+        v["top_before"] = top(&m.model, before, 5);
+        v["top_after"] = top(&m.model, after, 5);
+    }
+    Ok(v)
+}
+
 /// Whether the switches are the model's own computation (its mask, 1/√d_k, its keys).
 fn is_own(set: &Settings, causal: bool, head_dim: usize) -> bool {
     set.causal == causal
@@ -158,15 +232,19 @@ fn is_own(set: &Settings, causal: bool, head_dim: usize) -> bool {
         && (set.scale - 1.0 / (head_dim as f32).sqrt()).abs() <= f32::EPSILON
 }
 
-fn diff_svg(d: ArrayView2<f32>, labels: &[String], title: String) -> String {
-    let range = d.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-    let mut h = Heatmap::new(d);
+/// One figure of the side-by-side: small enough that three fit across a page; `diff`
+/// draws signed differences.
+fn side_svg(m: ArrayView2<f32>, labels: &[String], title: &str, diff: bool) -> String {
+    let range = m.iter().fold(0.0f32, |a, x| a.max(x.abs()));
+    let mut h = Heatmap::new(m);
     h.row_labels = labels.to_vec();
     h.col_labels = labels.to_vec();
-    h.title = title;
-    h.values = d.ncols() <= 16;
-    h.cell = if d.ncols() <= 16 { 44.0 } else { 20.0 };
-    h.difference = Some(if range > 0.0 { range } else { 1.0 });
+    h.title = title.to_string();
+    h.values = m.ncols() <= 10;
+    h.cell = if m.ncols() <= 10 { 30.0 } else { 12.0 };
+    if diff {
+        h.difference = Some(if range > 0.0 { range } else { 1.0 });
+    }
     h.svg()
 }
 
@@ -308,9 +386,9 @@ pub(crate) async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> 
         "changed": matrix_json(changed.view()),
         "diff": matrix_json(diff.view()),
         "max_change": diff.iter().fold(0.0f32, |m, x| m.max(x.abs())),
-        "svg_original": heatmap_svg(original.view(), &texts, &texts, title(" · as trained")),
-        "svg_changed": heatmap_svg(changed.view(), &texts, &texts, title(" · what if")),
-        "svg_diff": diff_svg(diff.view(), &texts, title(" · what if − as trained")),
+        "svg_original": side_svg(original.view(), &texts, "as trained", false),
+        "svg_changed": side_svg(changed.view(), &texts, "what if", false),
+        "svg_diff": side_svg(diff.view(), &texts, "what if − as trained", true),
     });
     if !own {
         // The main heatmap shows the changed head, badged against float64 on the same
@@ -338,6 +416,15 @@ pub(crate) async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> 
             .unwrap_or(&[]),
     );
     result["steps"] = steps_json((q, k), &set, (changed_tok.view(), out), out_badge);
+
+    if req["propagate"].as_bool().unwrap_or(false) && !own {
+        let patch = HeadPatch {
+            layer,
+            head,
+            out: out.to_owned(),
+        };
+        result["propagate"] = propagate(m, &ctx, &pass, &patch).await?;
+    }
 
     // Cross-attention: this sentence's queries of the chosen layer against another
     // sentence's keys and values of the same layer (each from its own pass through the

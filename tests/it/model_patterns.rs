@@ -93,7 +93,10 @@ fn check_patch(what: &str, model: &Model, ids: &[u32]) {
     };
     let same = pollster::block_on(gpu.forward_patched(ctx(), ids, &own)).expect("patched");
     let gap = largest_gap(&same.hidden, &plain.hidden);
-    assert!(gap < 1e-4, "{what}: the head's own output moved the hidden state by {gap}");
+    assert!(
+        gap < 1e-4,
+        "{what}: the head's own output moved the hidden state by {gap}"
+    );
     let changed = HeadPatch {
         out: head_out(!info.causal),
         ..own.clone()
@@ -110,10 +113,19 @@ fn check_patch(what: &str, model: &Model, ids: &[u32]) {
         1e-3,
     );
     if let (Some(g), Some(w)) = (&got.logits, &want.logits) {
-        assert_close(&format!("{what}: patched logits"), g.view(), w.view(), 2e-4, 1e-3);
+        assert_close(
+            &format!("{what}: patched logits"),
+            g.view(),
+            w.view(),
+            2e-4,
+            1e-3,
+        );
     }
     let moved = largest_gap(&want.hidden, &plain.hidden);
-    assert!(moved > 1e-3, "{what}: the changed head moved nothing ({moved})");
+    assert!(
+        moved > 1e-3,
+        "{what}: the changed head moved nothing ({moved})"
+    );
     // Bad patches name the argument.
     let d = info.head_dim;
     let bad = [
