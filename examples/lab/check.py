@@ -12,6 +12,9 @@ checks what the page shows against an independent float64 computation:
   whitespace-delimited word ("fish;" one word of two tokens), each row summing to 1 and
   equal within 1e-6 to a float64 aggregation (keys summed, queries averaged) of the token
   matrix, the causal upper triangle staying exactly 0;
+- every figure's "save SVG" and "save PNG" (heatmap, model view, cross-attention, and on
+  a loaded model the what-if side-by-side) downloads a valid SVG of the figure shown and
+  a PNG of its size;
 - the page made no request outside 127.0.0.1;
 - with the fetched MiniLM served (serve.sh links scripts/fetch-models.sh's files): the
   page loads it, and layers and heads of "The cat sat on the mat" equal the numpy float64
@@ -244,6 +247,40 @@ def check_word_view(page, what, causal):
     return words
 
 
+def check_exports(page, ids, downloads):
+    """Clicks each figure's "save SVG" and "save PNG" and checks the downloaded files: the
+    SVG parses and is the figure shown, the PNG is a PNG of the SVG's size."""
+    import xml.etree.ElementTree as ET
+    for fig in ids:
+        shown = page.js("const s = document.querySelector('#' + arguments[0] + ' svg');"
+                        "return s ? [s.getAttribute('width'), s.getAttribute('height')] : null;", fig)
+        assert shown, f"export {fig}: nothing drawn"
+        width, height = (math.ceil(float(x)) for x in shown)
+        for kind in ("svg", "png"):
+            name = f"lab-{fig}.{kind}"
+            path = os.path.join(downloads, name)
+            if os.path.exists(path):
+                os.remove(path)
+            page.click(f'button.export[data-target="{fig}"][data-kind="{kind}"]')
+            deadline = time.time() + 20
+            while time.time() < deadline and not os.path.exists(path):
+                time.sleep(0.1)
+            assert os.path.exists(path), f"export {fig} {kind}: no {name} downloaded ({os.listdir(downloads)})"
+            time.sleep(0.2)
+            data = open(path, "rb").read()
+            if kind == "svg":
+                root = ET.fromstring(data)
+                assert root.tag.endswith("svg"), f"{name}: root {root.tag}"
+                assert int(float(root.get("width"))) == int(float(shown[0])), f"{name}: width"
+                assert len(root.findall(".//{http://www.w3.org/2000/svg}rect")) > 1, f"{name}: no cells"
+            else:
+                assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", f"{name}: not a PNG"
+                w, h = struct.unpack(">II", data[16:24])
+                assert (w, h) == (width, height), f"{name}: {w}x{h}, the figure is {width}x{height}"
+            os.remove(path)
+        print(f"export {fig}: valid SVG and {width}x{height} PNG downloaded")
+
+
 def set_switches(page, causal, scale="sqrt", kq=False):
     page.js("document.getElementById('causal').checked = arguments[0];"
             "document.getElementById('scale').value = arguments[1];"
@@ -252,7 +289,7 @@ def set_switches(page, causal, scale="sqrt", kq=False):
             "document.getElementById('words').checked = false;", causal, scale, kq)
 
 
-def check_real_head(page, what, model_causal, cross):
+def check_real_head(page, what, model_causal, cross, downloads=None):
     """The switches, the steps, cross-attention and the cache on a loaded model's real
     layer 0 head 0: each changed matrix equals a float64 softmax of the q and k the page
     exposes (the head's real tensors), recomputed without a new forward pass."""
@@ -288,6 +325,8 @@ def check_real_head(page, what, model_causal, cross):
         assert soft < 1e-6, f"{name}: the step-through's softmax differs from the heatmap by {soft}"
         print(f"{name}: head recomputed in {r['head_ms']:.0f} ms on the kept pass; "
               f"largest change {r['whatif']['max_change']:.3f}; steps' softmax = heatmap")
+        if downloads and kq:
+            check_exports(page, ["wi-original", "wi-changed", "wi-diff"], downloads)
     set_switches(page, not model_causal)
     page.js("document.getElementById('propagate').checked = true;")
     page.recompute(f"{what} propagate")
@@ -333,7 +372,7 @@ def check_real_head(page, what, model_causal, cross):
         assert "no KV cache" in page.js("return document.getElementById('cache').textContent;")
 
 
-def check_minilm(page, out_dir):
+def check_minilm(page, out_dir, downloads):
     ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
     shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
     layers, heads, _, _ = shape
@@ -364,7 +403,7 @@ def check_minilm(page, out_dir):
     words = check_word_view(page, "MiniLM Korean", causal=False)
     assert words["tokens"] == ["[CLS]"] + KOREAN.split(" ") + ["[SEP]"], words["tokens"]
     page.js("document.getElementById('sentence').value = 'The cat sat on the mat';")
-    check_real_head(page, "MiniLM", False, "The dog ate Tom")
+    check_real_head(page, "MiniLM", False, "The dog ate Tom", downloads)
     page.screenshot(os.path.join(out_dir, "lab-minilm-whatif.png"))
 
 
@@ -423,7 +462,10 @@ def main():
                 break
             except OSError:
                 time.sleep(0.1)
-        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args},
+        import tempfile
+        downloads = tempfile.mkdtemp(prefix="lab-downloads-")
+        prefs = {"download.default_directory": downloads, "download.prompt_for_download": False}
+        caps = {"capabilities": {"alwaysMatch": {"goog:chromeOptions": {"args": args, "prefs": prefs},
                                                  "goog:loggingPrefs": {"browser": "ALL"}}}}
         session = web.call(base, "POST", "/session", caps)["sessionId"]
         page = Page(base, session)
@@ -452,6 +494,7 @@ def main():
             cache = float(page.js("return document.getElementById('cachebadge').dataset.diff;"))
             assert cross < 1e-4 and cache < 1e-4, f"cross {cross}, cache {cache}"
             print(f"cross-attention badge {cross:.1e}, KV-cache badge {cache:.1e}")
+            check_exports(page, ["heatmap", "grid", "crossmap"], downloads)
             page.screenshot(os.path.join(out_dir, "lab.png"))
 
             page.js("document.getElementById('sentence').value = 'I love AI !';")
@@ -477,7 +520,7 @@ def main():
                 if os.path.exists(os.path.join(HERE, "models", "index.json")) else []
             names = [m["name"] for m in served]
             if "minilm" in names and os.environ.get("LAB_MODELS", "1") != "0":
-                check_minilm(page, out_dir)
+                check_minilm(page, out_dir, downloads)
             else:
                 print("checked the built-in model (with scripts/fetch-models.sh's MiniLM served, also MiniLM)")
             if "smollm2" in names and os.environ.get("LAB_SMOLLM2") == "1":
@@ -495,6 +538,9 @@ def main():
     finally:
         driver.terminate()
         driver.wait()
+        if "downloads" in locals():
+            import shutil
+            shutil.rmtree(downloads, ignore_errors=True)
     print("lab check: passed")
     return 0
 

@@ -284,6 +284,60 @@ async function recompute() {
   }
 }
 
+// Figures that export: the same SVG the command line's `heatmap` writes (the crate's own
+// drawing code), and a PNG rasterised from it by the browser.
+const FIGURES = ["heatmap", "wi-original", "wi-changed", "wi-diff", "grid", "crossmap"];
+window.labExports = {};
+
+function download(name, url) {
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+}
+
+async function exportFigure(id, kind) {
+  const svg = $(id).querySelector("svg");
+  if (!svg) throw new Error(`${id}: nothing drawn to save`);
+  const text = new XMLSerializer().serializeToString(svg);
+  const svgUrl = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(text)}`;
+  let url = svgUrl;
+  if (kind === "png") {
+    const img = new Image();
+    await new Promise((ok, fail) => { img.onload = ok; img.onerror = () => fail(new Error(`${id}: the SVG did not render`)); img.src = svgUrl; });
+    const canvas = document.createElement("canvas");
+    canvas.width = Math.ceil(Number(svg.getAttribute("width")) || img.width);
+    canvas.height = Math.ceil(Number(svg.getAttribute("height")) || img.height);
+    const g = canvas.getContext("2d");
+    g.fillStyle = "white";
+    g.fillRect(0, 0, canvas.width, canvas.height);
+    g.drawImage(img, 0, 0, canvas.width, canvas.height);
+    url = canvas.toDataURL("image/png");
+  }
+  const name = `lab-${id}.${kind}`;
+  window.labExports[name] = url;
+  download(name, url);
+}
+
+function exportButtons() {
+  for (const id of FIGURES) {
+    const bar = document.createElement("div");
+    bar.className = "exports";
+    for (const kind of ["svg", "png"]) {
+      const b = document.createElement("button");
+      b.className = "export";
+      b.dataset.target = id;
+      b.dataset.kind = kind;
+      b.textContent = `save ${kind.toUpperCase()}`;
+      b.addEventListener("click", () => exportFigure(id, kind).catch((e) => setStatus("error", `error: ${e}`)));
+      bar.appendChild(b);
+    }
+    $(id).before(bar);
+  }
+}
+
 function schedule() {
   busy = busy.then(recompute);
   return busy;
@@ -383,6 +437,7 @@ async function main() {
     $("cross").value = opt.dataset.cross || "";
     schedule();
   });
+  exportButtons();
   const index = await offerModels();
   $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
   $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
