@@ -15,6 +15,9 @@ checks what the page shows against an independent float64 computation:
 - every figure's "save SVG" and "save PNG" (heatmap, model view, cross-attention, and on
   a loaded model the what-if side-by-side) downloads a valid SVG of the figure shown and
   a PNG of its size;
+- the long-text panel on MiniLM (WebGPU): the pooled map of a 200-token text equals the
+  full matrix rebuilt in float64 from the head's exposed q and k and pooled, its rows sum to 1, the row
+  entropies equal the full matrix's, and a zoomed cell equals that region of the matrix;
 - the page made no request outside 127.0.0.1;
 - with the fetched MiniLM served (serve.sh links scripts/fetch-models.sh's files): the
   page loads it, and layers and heads of "The cat sat on the mat" equal the numpy float64
@@ -372,6 +375,57 @@ def check_real_head(page, what, model_causal, cross, downloads=None):
         assert "no KV cache" in page.js("return document.getElementById('cache').textContent;")
 
 
+LONG_TEXT = " ".join([
+    "Attention lets every token look at every other token and take a weighted mean of their values.",
+    "The weights come from a softmax over scaled dot products of queries and keys.",
+    "A long context makes the matrix of weights grow with the square of its length,",
+    "so a tool that wants to show it must pool it into cells or look at a window.",
+] * 3)
+
+
+def check_long(page, what, model_causal, downloads):
+    """The long-text panel on the loaded model: the pooled map of layer 0 head 0 equals the
+    full attention matrix rebuilt in float64 from the head's q and k (which the page exposes
+    on request) and pooled, rows sum to 1, the row entropies match, and a zoomed cell equals
+    that region of the full matrix."""
+    page.js("document.getElementById('layer').value = '0';"
+            "document.getElementById('head').value = '0';"
+            "document.getElementById('longtext').value = arguments[0];"
+            "document.getElementById('longpool').value = '16';"
+            "window.labLongExpose = true;", LONG_TEXT)
+    page.js("document.getElementById('status').dataset.status = 'running';")
+    page.click("#longrun")
+    page.wait_done(f"{what} pooled", timeout=600)
+    r = page.js("return window.labLong;")
+    n = r["tokens"]
+    assert n > 100 and len(r["q"]) == n and len(r["k"]) == n, f"{what}: {n} tokens, q {len(r['q'])}"
+    full = softmax_rows(r["q"], r["k"], r["scale"], model_causal)
+    re_, ce = r["row_edges"], r["col_edges"]
+    want = [[sum(sum(full[i][j] for j in range(ce[c], ce[c + 1])) for i in range(re_[a], re_[a + 1]))
+             / (re_[a + 1] - re_[a]) for c in range(len(ce) - 1)] for a in range(len(re_) - 1)]
+    worst = max(abs(x - y) for rx, ry in zip(r["map"], want) for x, y in zip(rx, ry))
+    assert worst < 1e-5, f"{what}: the pooled map differs from the full matrix pooled by {worst}"
+    for i, row in enumerate(r["map"]):
+        assert abs(sum(row) - 1) < 1e-4, f"{what}: pooled row {i} sums to {sum(row)}"
+    ent = [-sum(w * math.log(w) for w in row if w > 0) for row in full]
+    eworst = max(abs(a - b) for a, b in zip(r["entropy"], ent))
+    assert eworst < 1e-4, f"{what}: row entropy differs from the full matrix's by {eworst}"
+    assert r["map_badge"] < 1e-5 and r["entropy_badge"] < 1e-4, (r["map_badge"], r["entropy_badge"])
+    page.js("document.getElementById('status').dataset.status = 'running'; window.labZoom(3, 2);")
+    page.wait_done(f"{what} zoom")
+    z = page.js("return window.labLong.zoom;")
+    (r0, r1), (c0, c1) = z["rows"], z["cols"]
+    assert (r0, r1, c0, c1) == (re_[3], re_[4], ce[2], ce[3]), z["cell"]
+    zworst = max(abs(z["weights"][i - r0][j - c0] - full[i][j]) for i in range(r0, r1) for j in range(c0, c1))
+    assert zworst < 1e-5 and z["badge"] < 1e-5, f"{what}: zoom differs by {zworst} (badge {z['badge']})"
+    print(f"{what}: {n} tokens pooled to {r['pool']} within {worst:.1e} of the full matrix pooled, "
+          f"entropy within {eworst:.1e}; zoom on cell (3, 2) = rows {r0}..{r1} x keys {c0}..{c1} "
+          f"within {zworst:.1e}; device memory for the view {r['device_bytes']} bytes; "
+          f"pooled in {r['patterns_ms']:.0f} ms")
+    check_exports(page, ["longmap", "longzoom"], downloads)
+    page.js("window.labLongExpose = false;")
+
+
 def check_minilm(page, out_dir, downloads):
     ref_dir = os.path.join(HERE, "..", "..", "tests", "fixtures", "models", "bert")
     shape, ref = read_npy_f32(os.path.join(ref_dir, "cat_attention.npy"))
@@ -404,6 +458,8 @@ def check_minilm(page, out_dir, downloads):
     assert words["tokens"] == ["[CLS]"] + KOREAN.split(" ") + ["[SEP]"], words["tokens"]
     page.js("document.getElementById('sentence').value = 'The cat sat on the mat';")
     check_real_head(page, "MiniLM", False, "The dog ate Tom", downloads)
+    if page.js("return window.labResult.backend;") == "webgpu":
+        check_long(page, "MiniLM", False, downloads)
     page.screenshot(os.path.join(out_dir, "lab-minilm-whatif.png"))
 
 

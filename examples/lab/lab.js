@@ -286,7 +286,7 @@ async function recompute() {
 
 // Figures that export: the same SVG the command line's `heatmap` writes (the crate's own
 // drawing code), and a PNG rasterised from it by the browser.
-const FIGURES = ["heatmap", "wi-original", "wi-changed", "wi-diff", "grid", "crossmap"];
+const FIGURES = ["heatmap", "wi-original", "wi-changed", "wi-diff", "grid", "crossmap", "longmap", "longzoom"];
 window.labExports = {};
 
 function download(name, url) {
@@ -337,6 +337,38 @@ function exportButtons() {
     $(id).before(bar);
   }
 }
+
+// The long-text panel: the pooled map of the chosen layer and head, and a zoomed cell.
+let long = null;
+async function runLong(zoom) {
+  if ($("model").value === "builtin") {
+    $("longinfo").textContent = "(load MiniLM or SmolLM2 in the model picker: the long view runs a real model)";
+    return;
+  }
+  setStatus("running", zoom ? "zooming…" : "pooling…");
+  try {
+    const req = { ...request(), mode: "long", long: $("longtext").value, pool: Number($("longpool").value), zoom: zoom || null, expose: !!window.labLongExpose };
+    long = JSON.parse(await compute(JSON.stringify(req)));
+    window.labLong = long;
+    const map = $("longmap");
+    map.innerHTML = long.svg;
+    map.dataset.map = JSON.stringify(long.map);
+    badge($("longbadge"), Math.max(long.map_badge, long.entropy_badge, long.zoom ? long.zoom.badge : 0), "GPU");
+    const kib = (long.device_bytes / 1024).toFixed(0);
+    $("longinfo").textContent = `${long.tokens} tokens, layer ${long.layer} head ${long.head}: ` +
+      `${long.pool[0]} × ${long.pool[1]} cells in ${long.patterns_ms.toFixed(0)} ms ` +
+      `(q, k, v of every layer from one pass: ${long.forward_ms.toFixed(0)} ms); ` +
+      `device memory for this view: ${kib} KiB (q and k of the layer, the map, the entropy and the ` +
+      `row statistics; every weight would take ${((long.tokens * long.tokens * 4) / 1024).toFixed(0)} KiB)` +
+      (long.zoom ? `; zoom recomputed exactly in ${long.zoom.ms.toFixed(0)} ms` : "");
+    $("longinfo").dataset.bytes = String(long.device_bytes);
+    $("longzoom").innerHTML = long.zoom ? long.zoom.svg : "";
+    setStatus("done", `pooled ${long.tokens} tokens`);
+  } catch (e) {
+    setStatus("error", `error: ${e}`);
+  }
+}
+window.labZoom = (r, c) => { busy = busy.then(() => runLong([r, c])); return busy; };
 
 function schedule() {
   busy = busy.then(recompute);
@@ -438,6 +470,17 @@ async function main() {
     schedule();
   });
   exportButtons();
+  $("longrun").addEventListener("click", () => { busy = busy.then(() => runLong(null)); });
+  $("longmap").addEventListener("click", (e) => {
+    const svg = $("longmap").querySelector("svg");
+    if (!svg || !long) return;
+    const box = svg.getBoundingClientRect();
+    const x = (e.clientX - box.left) * (Number(svg.getAttribute("width")) / box.width);
+    const y = (e.clientY - box.top) * (Number(svg.getAttribute("height")) / box.height);
+    const r = Math.floor((y - long.grid.y) / long.grid.cell);
+    const c = Math.floor((x - long.grid.x) / long.grid.cell);
+    if (r >= 0 && c >= 0 && r < long.pool[0] && c < long.pool[1]) window.labZoom(r, c);
+  });
   const index = await offerModels();
   $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
   $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });

@@ -14,6 +14,8 @@
 
 #[path = "builtin.rs"]
 mod builtin;
+#[path = "long.rs"]
+mod long;
 #[path = "real.rs"]
 mod real;
 
@@ -376,6 +378,9 @@ fn steps_json(
 async fn run(req: &Value) -> Result<Value, String> {
     if req["model"].as_str().unwrap_or("builtin") != "builtin" {
         let m = loaded().ok_or("the model is still loading")?;
+        if req["mode"].as_str() == Some("long") {
+            return long::run_long(req, &m).await;
+        }
         return real::run_model(req, &m).await;
     }
     let set = settings(req, builtin::HEAD_DIM, builtin::HEADS)?;
