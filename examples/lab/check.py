@@ -32,7 +32,8 @@ checks what the page shows against an independent float64 computation:
   real tensors) with that rule, recomputed without a new forward pass; the side-by-side
   keeps the trained head and its difference panel is changed - trained; the
   step-through's softmax equals the heatmap; "propagate" moves the final hidden states
-  by what the float64 pass with the same head patched says; cross-attention with another sentence's keys
+  by what an independent numpy float64 forward pass of the checkpoint (reference.py) with
+  the same head changed says, and by what the crate's own float64 pass says; cross-attention with another sentence's keys
   and values agrees with the CPU (its badge); the same on SmolLM2 (causal off instead),
   whose cache panel's rows equal the causal head and grow one key row per token;
 - with LAB_SMOLLM2=1 and SmolLM2 served: its attention on "I love AI !" equals the numpy
@@ -65,6 +66,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _spec = importlib.util.spec_from_file_location("webcheck", os.path.join(HERE, "..", "web", "check.py"))
 web = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(web)
+sys.path.insert(0, HERE)
+try:
+    import reference  # numpy float64 forward passes of the real models (needs numpy)
+except ImportError as e:
+    reference = None
+    REFERENCE_ERROR = str(e)
+
+# The checkpoint files serve.sh links into models/ (from scripts/fetch-models.sh).
+MODEL_FILES = {
+    "minilm": {"model": os.path.join(HERE, "models", "minilm-model.safetensors"),
+               "config": os.path.join(HERE, "models", "minilm-config.json")},
+    "smollm2": {"model": os.path.join(HERE, "models", "smollm2.gguf")},
+}
 
 
 class Page:
@@ -292,7 +306,7 @@ def set_switches(page, causal, scale="sqrt", kq=False):
             "document.getElementById('words').checked = false;", causal, scale, kq)
 
 
-def check_real_head(page, what, model_causal, cross, downloads=None):
+def check_real_head(page, what, model, model_causal, cross, downloads=None):
     """The switches, the steps, cross-attention and the cache on a loaded model's real
     layer 0 head 0: each changed matrix equals a float64 softmax of the q and k the page
     exposes (the head's real tensors), recomputed without a new forward pass."""
@@ -342,8 +356,19 @@ def check_real_head(page, what, model_causal, cross, downloads=None):
         f"{what}: the GPU's hidden-state shift differs from float64's by {worst} (largest {biggest})"
     if model_causal:
         assert len(p["top_before"]) == 5 and len(p["top_after"]) == 5, p
+    # The same change in an independent numpy float64 forward pass of the checkpoint.
+    assert reference is not None, f"{what}: propagate's numpy check needs numpy ({REFERENCE_ERROR})"
+    ids = page.js("return window.labResult.ids;")
+    t0 = time.time()
+    want = reference.patched_shift(model, MODEL_FILES[model], ids, 0, 0, not model_causal,
+                                   lambda d: 1.0 / math.sqrt(d))
+    npy_worst = max(abs(a - b) for a, b in zip(p["shift"], want))
+    assert len(want) == len(p["shift"]) and npy_worst <= 1e-3 + 1e-2 * max(want), \
+        f"{what}: the GPU's hidden-state shift differs from numpy's by {npy_worst} (largest {max(want)})"
     print(f"{what}: propagated: final hidden states moved up to {biggest:.3f}, GPU within "
-          f"{worst:.1e} of the float64 pass with the same head patched, in {p['ms']:.0f} ms")
+          f"{worst:.1e} of the crate's float64 pass with the same head patched and within "
+          f"{npy_worst:.1e} of an independent numpy float64 forward pass "
+          f"({time.time() - t0:.1f} s), in {p['ms']:.0f} ms")
     set_switches(page, model_causal)
     page.js("document.getElementById('cross').value = arguments[0];", cross)
     page.recompute(f"{what} cross")
@@ -374,6 +399,9 @@ def check_real_head(page, what, model_causal, cross, downloads=None):
     else:
         assert "no KV cache" in page.js("return document.getElementById('cache').textContent;")
 
+
+# The lecture's pairs: word order, and one word's sense in two contexts.
+PAIRS = [("Tom ate the dog", "The dog ate Tom"), ("an apple and an orange", "an apple phone")]
 
 LONG_TEXT = " ".join([
     "Attention lets every token look at every other token and take a weighted mean of their values.",
@@ -422,8 +450,79 @@ def check_long(page, what, model_causal, downloads):
           f"entropy within {eworst:.1e}; zoom on cell (3, 2) = rows {r0}..{r1} x keys {c0}..{c1} "
           f"within {zworst:.1e}; device memory for the view {r['device_bytes']} bytes; "
           f"pooled in {r['patterns_ms']:.0f} ms")
-    check_exports(page, ["longmap", "longzoom"], downloads)
+    if downloads:
+        check_exports(page, ["longmap", "longzoom"], downloads)
     page.js("window.labLongExpose = false;")
+
+
+def check_pair(page, what, a, b, downloads=None):
+    """The two-prompts panel: A and B each equal a float64 softmax of that sentence's own
+    exposed q and k (where the page exposes them: the built-in embedding, or a loaded model
+    on WebGPU), and the difference panel is exactly A − B over their common positions."""
+    page.js("document.getElementById('pairA').value = arguments[0];"
+            "document.getElementById('pairB').value = arguments[1];"
+            "document.getElementById('status').dataset.status = 'running';"
+            "window.labComparePair();", a, b)
+    page.wait_done(f"{what} pair", timeout=600)
+    p = page.js("return window.labPair;")
+    exact, exposed = 0.0, True
+    for side, m in (("side_a", p["a"]), ("side_b", p["b"])):
+        s_ = p[side]
+        assert len(m) == len(s_["tokens"]), f"{what}: {side} has {len(m)} rows for {len(s_['tokens'])} tokens"
+        for i, row in enumerate(m):
+            assert abs(sum(row) - 1) < 1e-5, f"{what}: {side} row {i} sums to {sum(row)}"
+        if s_.get("q"):
+            want = softmax_rows(s_["q"], s_["k"], s_["scale"], s_["causal"])
+            exact = max(exact, max(abs(x - y) for rx, ry in zip(m, want) for x, y in zip(rx, ry)))
+        else:
+            exposed = False
+    assert exact < 1e-5, f"{what}: a side differs from float64 softmax(q kᵀ) by {exact}"
+    n = p["common"]
+    assert n == min(len(p["a"]), len(p["b"])) and p["same_length"] == (len(p["a"]) == len(p["b"]))
+    worst = max(abs(p["diff"][i][j] - (p["a"][i][j] - p["b"][i][j])) for i in range(n) for j in range(n))
+    assert worst < 1e-6, f"{what}: the difference panel is not A − B ({worst})"
+    assert p["badge"] < 1e-4, f"{what}: pair badge {p['badge']}"
+    how = (f"each within {exact:.1e} of float64 softmax(q kᵀ)" if exposed else
+           f"(no q, k without WebGPU) badge {p['badge']:.1e} against the page's float64 pass")
+    print(f"{what}: pair {a!r} / {b!r}: {len(p['a'])} and {len(p['b'])} tokens, {how}, diff = A − B over {n} positions (largest {p['max_diff']:.3f})")
+    if downloads:
+        check_exports(page, ["pair-a", "pair-b", "pair-diff"], downloads)
+    return p
+
+
+def check_head_table(page, what, fixture):
+    """The model view's heads-at-a-glance table against the numpy float64 statistics of
+    tests/fixtures/models/bert (head_stats.py): entropy, attention to the previous and the
+    first token, and the nearest head; then ordered by entropy."""
+    want = json.load(open(fixture))
+    r = page.js("return window.labResult;")
+    got = {(h["layer"], h["head"]): h for h in r["head_stats"]}
+    assert len(got) == want["layers"] * want["heads_per_layer"], f"{what}: {len(got)} heads in the table"
+    worst = 0.0
+    for w in want["heads"]:
+        g = got[(w["layer"], w["head"])]
+        for key in ("entropy", "previous_token", "first_token"):
+            worst = max(worst, abs(g[key] - w[key]))
+        if tuple(g["nearest"]) != tuple(w["nearest"]):
+            # Only a near tie may pick another head: at the fixture's distance.
+            assert abs(g["distance"] - w["distance"]) < 1e-5, f"{what}: nearest of {w['layer'], w['head']}"
+        worst = max(worst, abs(g["distance"] - w["distance"]))
+    assert worst < 1e-4, f"{what}: head statistics differ from numpy float64 by {worst}"
+    rows = page.js("return document.querySelectorAll('#headtable tr[data-layer]').length;")
+    assert rows == len(got), f"{what}: the table shows {rows} rows"
+    page.js("document.getElementById('order').value = 'entropy';")
+    page.recompute(f"{what} heads by entropy")
+    r = page.js("return window.labResult;")
+    order = [tuple(x) for x in r["order"]]
+    ent = [got[o]["entropy"] for o in order]
+    assert sorted(order) == sorted(got) and ent == sorted(ent), f"{what}: not ordered by entropy"
+    shown = page.js("return [...document.querySelectorAll('#headtable tr[data-layer]')]"
+                    ".map(t => [Number(t.dataset.layer), Number(t.dataset.head)]);")
+    assert [tuple(x) for x in shown] == order, f"{what}: the table is not in the model view's order"
+    assert "by entropy" in page.js("return document.getElementById('grid').innerHTML;")
+    page.js("document.getElementById('order').value = 'layer';")
+    print(f"{what}: {len(got)} heads' entropy, previous/first-token attention and nearest head "
+          f"within {worst:.1e} of numpy float64; ordered by entropy in the grid and the table")
 
 
 def check_minilm(page, out_dir, downloads):
@@ -446,6 +545,11 @@ def check_minilm(page, out_dir, downloads):
     bars = json.loads(page.js("return document.getElementById('bars').dataset.weights;"))
     assert bars == m[2], "MiniLM: the bars of 'cat' are not its row"
     print("MiniLM: clicked 'cat': bars equal row 2")
+    check_head_table(page, "MiniLM", os.path.join(ref_dir, "cat_head_stats.json"))
+    for a, b in PAIRS:
+        check_pair(page, "MiniLM", a, b, downloads if a == PAIRS[0][0] else None)
+    page.js("document.getElementById('sentence').value = 'The cat sat on the mat';")
+    page.recompute("MiniLM back to the cat")
     page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
     page.js("document.getElementById('sentence').value = arguments[0];", KOREAN)
     page.recompute("MiniLM Korean")
@@ -457,7 +561,7 @@ def check_minilm(page, out_dir, downloads):
     words = check_word_view(page, "MiniLM Korean", causal=False)
     assert words["tokens"] == ["[CLS]"] + KOREAN.split(" ") + ["[SEP]"], words["tokens"]
     page.js("document.getElementById('sentence').value = 'The cat sat on the mat';")
-    check_real_head(page, "MiniLM", False, "The dog ate Tom", downloads)
+    check_real_head(page, "MiniLM", "minilm", False, "The dog ate Tom", downloads)
     if page.js("return window.labResult.backend;") == "webgpu":
         check_long(page, "MiniLM", False, downloads)
     page.screenshot(os.path.join(out_dir, "lab-minilm-whatif.png"))
@@ -472,7 +576,9 @@ def check_smollm2(page, out_dir):
     upper = [m[i][j] for i in range(len(m)) for j in range(i + 1, len(m))]
     assert all(x == 0.0 for x in upper), f"SmolLM2: upper triangle not 0: {upper}"
     print("SmolLM2: causal, the upper triangle is exactly 0")
-    check_real_head(page, "SmolLM2", True, "The dog ate Tom")
+    check_real_head(page, "SmolLM2", "smollm2", True, "The dog ate Tom")
+    if page.js("return window.labResult.backend;") == "webgpu":
+        check_long(page, "SmolLM2", True, None)
     capital = json.load(open(os.path.join(ref_dir, "next_capital.json")))
     page.js("document.getElementById('sentence').value = 'The capital of France is';"
             "document.getElementById('status').dataset.status = 'running';")
@@ -552,6 +658,9 @@ def main():
             print(f"cross-attention badge {cross:.1e}, KV-cache badge {cache:.1e}")
             check_exports(page, ["heatmap", "grid", "crossmap"], downloads)
             page.screenshot(os.path.join(out_dir, "lab.png"))
+
+            for a, b in PAIRS:
+                check_pair(page, "built-in", a, b, downloads if a == PAIRS[0][0] else None)
 
             page.js("document.getElementById('sentence').value = 'I love AI !';")
             page.click("#causal")

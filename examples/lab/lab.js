@@ -35,6 +35,7 @@ function request() {
     cross: $("cross").value,
     words: $("words").checked,
     propagate: $("propagate").checked,
+    order: $("order").value,
   };
 }
 
@@ -163,6 +164,41 @@ function headPanels(show, why) {
   if (!show) for (const id of ["crossbadge", "cachebadge"]) $(id).textContent = "";
 }
 
+// Heads at a glance (a loaded model): one row per layer × head, in the model view's
+// order; clicking a row picks that head.
+function drawHeadTable() {
+  const box = $("headtable");
+  box.textContent = "";
+  const stats = result.head_stats;
+  $("orderrow").hidden = !stats || result.layers === undefined;
+  if (!stats) return;
+  const byKey = new Map(stats.map((s) => [`${s.layer},${s.head}`, s]));
+  const t = document.createElement("table");
+  t.className = "m heads";
+  const head = t.insertRow();
+  for (const c of ["layer", "head", "entropy (nats)", "→ previous", "→ first", "nearest head", "JS distance"]) {
+    const th = document.createElement("th");
+    th.textContent = c;
+    head.appendChild(th);
+  }
+  for (const [l, h] of result.order) {
+    const s = byKey.get(`${l},${h}`);
+    const row = t.insertRow();
+    row.dataset.layer = String(l);
+    row.dataset.head = String(h);
+    const cells = [l, h, s.entropy.toFixed(3), s.previous_token.toFixed(3), s.first_token.toFixed(3),
+      s.nearest ? `L${s.nearest[0]} H${s.nearest[1]}` : "—", s.distance === null ? "—" : s.distance.toFixed(3)];
+    for (const c of cells) row.insertCell().textContent = String(c);
+    if (l === result.layer && h === result.head) row.classList.add("picked");
+    row.addEventListener("click", () => {
+      $("layer").value = String(l);
+      $("head").value = String(h);
+      schedule();
+    });
+  }
+  box.appendChild(t);
+}
+
 // The side-by-side of a loaded model's head: as trained, with the switches, and the
 // difference.
 function drawWhatIf() {
@@ -229,6 +265,7 @@ function draw() {
   badge($("badge"), result.badge, result.backend === "webgpu" ? "GPU" : "shown");
   $("grid").innerHTML = result.grid_svg;
   badge($("gridbadge"), Math.max(...result.grid_badges), "GPU");
+  drawHeadTable();
   // A real model's pass reports its own time (the built-in embedding has none).
   const ft = $("forwardtime");
   if (result.forward_ms !== undefined) {
@@ -286,7 +323,7 @@ async function recompute() {
 
 // Figures that export: the same SVG the command line's `heatmap` writes (the crate's own
 // drawing code), and a PNG rasterised from it by the browser.
-const FIGURES = ["heatmap", "wi-original", "wi-changed", "wi-diff", "grid", "crossmap", "longmap", "longzoom"];
+const FIGURES = ["heatmap", "wi-original", "wi-changed", "wi-diff", "grid", "crossmap", "pair-a", "pair-b", "pair-diff", "longmap", "longzoom"];
 window.labExports = {};
 
 function download(name, url) {
@@ -368,6 +405,29 @@ async function runLong(zoom) {
     setStatus("error", `error: ${e}`);
   }
 }
+// Two prompts side by side: A, B and A − B for the chosen layer and head.
+async function runPair() {
+  setStatus("running", "comparing two prompts…");
+  try {
+    const req = { ...request(), mode: "pair", pair: [$("pairA").value, $("pairB").value] };
+    const p = JSON.parse(await compute(JSON.stringify(req)));
+    window.labPair = p;
+    $("pair-a").innerHTML = p.svg_a;
+    $("pair-b").innerHTML = p.svg_b;
+    $("pair-diff").innerHTML = p.svg_diff;
+    badge($("pairbadge"), p.badge, result && result.backend === "webgpu" ? "GPU" : "shown");
+    const la = p.a.length, lb = p.b.length;
+    $("pairinfo").textContent = (p.same_length
+      ? `Both have ${la} tokens. `
+      : `A has ${la} tokens and B ${lb}: the difference covers their first ${p.common} positions. `) +
+      `The largest change of a weight is ${p.max_diff.toFixed(3)}.`;
+    setStatus("done", "compared");
+  } catch (e) {
+    setStatus("error", `error: ${e}`);
+  }
+}
+window.labComparePair = () => { busy = busy.then(runPair); return busy; };
+
 window.labZoom = (r, c) => { busy = busy.then(() => runLong([r, c])); return busy; };
 
 function schedule() {
@@ -471,6 +531,12 @@ async function main() {
   });
   exportButtons();
   $("longrun").addEventListener("click", () => { busy = busy.then(() => runLong(null)); });
+  $("pairrun").addEventListener("click", () => window.labComparePair());
+  $("pairpick").addEventListener("change", (e) => {
+    if (!e.target.value) return;
+    [$("pairA").value, $("pairB").value] = e.target.value.split("|");
+    window.labComparePair();
+  });
   $("longmap").addEventListener("click", (e) => {
     const svg = $("longmap").querySelector("svg");
     if (!svg || !long) return;
@@ -485,7 +551,7 @@ async function main() {
   $("model").addEventListener("change", () => { busy = busy.then(() => pickModel(index)); });
   $("generate").addEventListener("click", () => { busy = busy.then(runGeneration); });
   for (const id of ["run"]) $(id).addEventListener("click", schedule);
-  for (const id of ["head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright", "words", "propagate"]) {
+  for (const id of ["order", "head", "layer", "causal", "scale", "kq", "windowed", "wleft", "wright", "words", "propagate"]) {
     $(id).addEventListener("change", schedule);
   }
   for (const id of ["sentence", "cross"]) {

@@ -16,6 +16,7 @@
 mod builtin;
 #[path = "long.rs"]
 mod long;
+mod pair;
 #[path = "real.rs"]
 mod real;
 
@@ -28,7 +29,7 @@ use wasm_bindgen::prelude::*;
 use wgpu_attention::model::bert::BertModel;
 use wgpu_attention::model::llama::LlamaModel;
 use wgpu_attention::model::{GenerateOptions, Model, ModelError, ModelGpu, Sampling};
-use wgpu_attention::viz::{word_attention, Grid, Heatmap};
+use wgpu_attention::viz::{head_stats, word_attention, Grid, Heatmap};
 use wgpu_attention::{
     attention_async, attention_cpu, attention_reference, mha_async, mha_cpu, mha_incremental_async,
     AttentionOptions, GpuContext, HeadWeights, MhaGpuWeights, MhaOptions, MhaWeights, Projections,
@@ -376,6 +377,34 @@ fn steps_json(
 }
 
 async fn run(req: &Value) -> Result<Value, String> {
+    if req["mode"].as_str() == Some("pair") {
+        // Two prompts: each through the page's own computation, then set side by side.
+        let texts: Vec<&str> = req["pair"]
+            .as_array()
+            .map(|p| p.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let [a, b] = texts[..] else {
+            return Err("pair: give two sentences".into());
+        };
+        let mut results = Vec::with_capacity(2);
+        for (which, text) in [("A", a), ("B", b)] {
+            let mut one = req.clone();
+            one["mode"] = Value::Null;
+            one["sentence"] = json!(text);
+            one["cross"] = json!("");
+            one["propagate"] = json!(false);
+            let r = run_single(&one)
+                .await
+                .map_err(|e| format!("sentence {which}: {e}"))?;
+            results.push(r);
+        }
+        let [ra, rb]: [Value; 2] = results.try_into().map_err(|_| "pair: two results")?;
+        return pair::pair_of([a, b], [ra, rb]);
+    }
+    run_single(req).await
+}
+
+async fn run_single(req: &Value) -> Result<Value, String> {
     if req["model"].as_str().unwrap_or("builtin") != "builtin" {
         let m = loaded().ok_or("the model is still loading")?;
         if req["mode"].as_str() == Some("long") {
@@ -502,6 +531,10 @@ async fn run(req: &Value) -> Result<Value, String> {
         "svg": heatmap_svg(head_w.view(), &labels, &labels, format!("head {h}{} · “{sentence}”", if word_view { " · words" } else { "" })),
         "grid_svg": grid.svg(),
         "grid_badges": grid_badges,
+        "order": (0..builtin::HEADS).map(|hh| [0, hh]).collect::<Vec<_>>(),
+        "head_stats": head_stats(w.view().into_dyn())
+            .map(|st| real::head_table(&st))
+            .map_err(|e| e.to_string())?,
         "q": matrix_json(q.slice(s![0, h, .., ..])),
         "k": matrix_json(k.slice(s![0, g, .., ..])),
         "steps": steps_json(

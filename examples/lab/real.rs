@@ -11,7 +11,7 @@ use std::rc::Rc;
 use ndarray::{s, Array1, Array2, Array4, ArrayView2, Axis, Ix2};
 use serde_json::{json, Value};
 use wgpu_attention::model::{words, HeadPatch, LayerInputs, Model, ModelError, Token};
-use wgpu_attention::viz::{Grid, Heatmap};
+use wgpu_attention::viz::{grid_order, head_stats, Grid, GridOrder, HeadStats, Heatmap};
 use wgpu_attention::{
     attention_async, attention_reference, AttentionOptions, AttentionOutput, GpuContext, Window,
 };
@@ -158,6 +158,28 @@ fn weights2(o: &AttentionOutput) -> Array2<f32> {
         .unwrap_or_default()
 }
 
+/// One row per layer × head: entropy (nats), attention to the previous and the first
+/// token, the nearest other head and its Jensen-Shannon distance.
+pub(crate) fn head_table(stats: &HeadStats) -> Value {
+    Value::Array(
+        stats
+            .stats
+            .iter()
+            .map(|st| {
+                json!({
+                    "layer": st.layer,
+                    "head": st.head,
+                    "entropy": st.entropy,
+                    "previous_token": st.previous_token,
+                    "first_token": st.first_token,
+                    "nearest": st.nearest.map(|n| [n.layer, n.head]),
+                    "distance": st.nearest.map(|n| n.distance),
+                })
+            })
+            .collect(),
+    )
+}
+
 /// Each row's Euclidean length of `a - b`.
 fn row_shift(a: &Array2<f32>, b: &Array2<f32>) -> Vec<f32> {
     (a - b)
@@ -294,17 +316,42 @@ pub(crate) async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> 
         a.slice(s![l, h, .., ..]).to_owned()
     };
     let (own_mat, own_cpu) = (pick(&att, layer, head), pick(&att_cpu, layer, head));
-    let panels: Vec<(String, Array2<f32>)> = (0..layers)
-        .flat_map(|l| (0..heads).map(move |h| (l, h)))
-        .map(|(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
+    // Heads at a glance: each head's entropy, attention to the previous and the first
+    // token and its nearest head, and the model view in the order asked for.
+    let stats = head_stats(att.view().into_dyn()).map_err(|e| e.to_string())?;
+    let order = match req["order"].as_str().unwrap_or("layer") {
+        "entropy" => GridOrder::Entropy,
+        "similarity" => GridOrder::Similarity,
+        _ => GridOrder::Layer,
+    };
+    let placed = grid_order(&stats, order);
+    let panels: Vec<(String, Array2<f32>)> = placed
+        .iter()
+        .map(|&(l, h)| (format!("L{l} H{h}"), pick(&att, l, h)))
         .collect();
     let mut grid = Grid::new(
         format!(
-            "every layer × head ({layers} × {heads}; {group} query heads per key/value head) · “{sentence}”"
+            "every layer × head ({layers} × {heads}; {group} query heads per key/value head){} · “{sentence}”",
+            match order {
+                GridOrder::Layer => "",
+                GridOrder::Entropy => " · by entropy",
+                GridOrder::Similarity => " · similar heads together",
+            }
         ),
         panels.iter().map(|(c, p)| (c.clone(), p.view())).collect(),
         heads,
     );
+    if order != GridOrder::Layer {
+        grid.notes = placed
+            .iter()
+            .map(|&(l, h)| {
+                stats
+                    .get(l, h)
+                    .map(|st| vec![format!("{:.2} nats", st.entropy)])
+                    .unwrap_or_default()
+            })
+            .collect();
+    }
     grid.group = group;
     grid.cell = (60.0 / texts.len() as f64).clamp(2.0, 8.0);
     let flat = |a: &Array4<f32>| a.iter().copied().collect::<Vec<f32>>();
@@ -319,6 +366,7 @@ pub(crate) async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> 
         "backend": pass.backend,
         "model": info.architecture,
         "tokens": texts,
+        "ids": tokens.iter().map(|t| t.id).collect::<Vec<_>>(),
         "step_tokens": token_texts,
         "token_labels": token_texts,
         "raw_tokens": tokens.iter().map(|t| t.raw.clone()).collect::<Vec<_>>(),
@@ -341,6 +389,8 @@ pub(crate) async fn run_model(req: &Value, m: &Loaded) -> Result<Value, String> 
         "svg": heatmap_svg(own_mat.view(), &texts, &texts, title("")),
         "grid_svg": grid.svg(),
         "grid_badges": [max_diff(&flat(&att), &flat(&att_cpu))],
+        "order": placed.iter().map(|&(l, h)| [l, h]).collect::<Vec<_>>(),
+        "head_stats": head_table(&stats),
         "forward_ms": pass.forward_ms,
         "reference_ms": pass.reference_ms,
         "pass_reused": reused,
