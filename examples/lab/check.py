@@ -534,8 +534,11 @@ def check_minilm(page, out_dir, downloads):
     r, m = check_rows(page, "MiniLM", ref, shape, picks, 2e-4)
     shown = float(page.js("return document.getElementById('forwardtime').dataset.ms;"))
     assert shown == r["forward_ms"], (shown, r["forward_ms"])
+    tps = float(page.js("return document.getElementById('forwardtime').dataset.tokensPerSecond;"))
+    assert abs(tps - len(r["tokens"]) / (r["forward_ms"] / 1000)) < 1e-6 * tps, tps
     print(f"MiniLM: forward pass on {r['backend']} {r['forward_ms']:.0f} ms for "
-          f"{len(r['tokens'])} tokens (float64 reference {r['reference_ms']:.0f} ms)")
+          f"{len(r['tokens'])} tokens, {tps:.1f} tokens/s (q, k, v kept in {r['inputs_ms']:.0f} ms; "
+          f"float64 reference {r['reference_ms']:.0f} ms)")
     if r["backend"] == "cpu":
         # Without WebGPU the page's attention comes from the fast CPU path.
         assert r["forward_ms"] < 1000, f"MiniLM on the CPU path took {r['forward_ms']:.0f} ms"
@@ -553,6 +556,10 @@ def check_minilm(page, out_dir, downloads):
     page.screenshot(os.path.join(out_dir, "lab-minilm.png"))
     page.js("document.getElementById('sentence').value = arguments[0];", KOREAN)
     page.recompute("MiniLM Korean")
+    warm = page.js("return window.labResult;")
+    print(f"MiniLM: warm forward pass on {warm['backend']} {warm['forward_ms']:.0f} ms for "
+          f"{len(warm['token_labels'])} tokens, "
+          f"{len(warm['token_labels']) / (warm['forward_ms'] / 1000):.1f} tokens/s")
     labels = svg_axis_labels(page.js("return document.getElementById('heatmap').innerHTML;"))
     shown = [c for c in "".join(labels) if "\uac00" <= c <= "\ud7a3"]
     assert shown == [c for c in KOREAN if c != " "], f"MiniLM Korean labels {labels}"
@@ -580,8 +587,13 @@ def check_smollm2(page, out_dir):
     if page.js("return window.labResult.backend;") == "webgpu":
         check_long(page, "SmolLM2", True, None)
     capital = json.load(open(os.path.join(ref_dir, "next_capital.json")))
-    page.js("document.getElementById('sentence').value = 'The capital of France is';"
-            "document.getElementById('status').dataset.status = 'running';")
+    page.js("document.getElementById('sentence').value = 'The capital of France is';")
+    page.recompute("SmolLM2 prompt")
+    warm = page.js("return window.labResult;")
+    print(f"SmolLM2: warm forward pass on {warm['backend']} {warm['forward_ms']:.0f} ms for "
+          f"{len(warm['token_labels'])} tokens, "
+          f"{len(warm['token_labels']) / (warm['forward_ms'] / 1000):.1f} tokens/s")
+    page.js("document.getElementById('status').dataset.status = 'running';")
     t0 = time.time()
     page.click("#generate")
     page.wait_done("SmolLM2 generation", timeout=600)
@@ -595,8 +607,12 @@ def check_smollm2(page, out_dir):
     want = "The capital of France is" + capital["greedy8_text"]
     assert text.startswith(want[:len(text)]) or text.startswith(want), \
         f"SmolLM2 generated {text!r}; numpy's greedy tokens give {want!r}"
+    speed = page.js("return document.getElementById('genspeed').dataset;")
+    step_tps, prompt_s = float(speed["tokensPerSecond"]), float(speed["promptSeconds"])
+    assert int(speed["promptTokens"]) == prompt and step_tps > 0 and 0 < prompt_s < seconds, speed
     print(f"SmolLM2: {n} tokens in {seconds:.1f} s, one at a time, the KV cache growing "
-          f"{cached[0]}..{cached[-1]}; {text!r}")
+          f"{cached[0]}..{cached[-1]}; the page reports the prompt ({prompt} tokens) and first "
+          f"token in {prompt_s:.2f} s, then {step_tps:.2f} tokens/s; {text!r}")
     page.screenshot(os.path.join(out_dir, "lab-smollm2.png"))
 
 

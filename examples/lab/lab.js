@@ -270,12 +270,16 @@ function draw() {
   const ft = $("forwardtime");
   if (result.forward_ms !== undefined) {
     const where = result.backend === "webgpu" ? "WebGPU" : "the fast CPU path (no WebGPU)";
+    const n = result.token_labels.length;
+    const tps = n / (result.forward_ms / 1000);
     ft.textContent = `forward pass on ${where}: ${result.forward_ms.toFixed(0)} ms for ` +
-      `${result.token_labels.length} tokens; the float64 reference it is badged against: ` +
-      `${result.reference_ms.toFixed(0)} ms` +
+      `${n} tokens (${tps.toFixed(1)} tokens/s in this browser)` +
+      (result.inputs_ms ? `; every layer's q, k and v kept for the what-if: ${result.inputs_ms.toFixed(0)} ms` : "") +
+      `; the float64 reference it is badged against: ${result.reference_ms.toFixed(0)} ms` +
       (result.head_ms !== undefined ? `; this request: ${result.pass_reused ? "pass kept, " : ""}` +
         `head work ${result.head_ms.toFixed(0)} ms` : "");
     ft.dataset.ms = String(result.forward_ms);
+    ft.dataset.tokensPerSecond = String(tps);
     ft.dataset.headMs = String(result.head_ms);
   } else {
     ft.textContent = "";
@@ -490,8 +494,15 @@ async function runGeneration() {
   out.textContent = $("sentence").value;
   table.innerHTML = "";
   setStatus("running", "generating…");
+  const speed = $("genspeed");
+  speed.textContent = "";
+  const t0 = performance.now();
+  let first = null, last = null, count = 0, prompt = 0;
   const sink = {
     push(text, cached) {
+      last = performance.now();
+      if (first === null) { first = last; prompt = cached; }
+      count += 1;
       out.textContent += text;
       const row = document.createElement("div");
       row.className = "bar";
@@ -505,7 +516,18 @@ async function runGeneration() {
   };
   try {
     await generate($("sentence").value, 16, sink);
-    setStatus("done", "generated 16 tokens");
+    if (count > 0) {
+      // The first token comes with the prompt's pass; the rest are one cached step each.
+      const promptS = (first - t0) / 1000;
+      const stepTps = count > 1 ? (count - 1) / ((last - first) / 1000) : 0;
+      speed.textContent = `prompt of ${prompt} tokens and the first new one: ${promptS.toFixed(2)} s ` +
+        `(${(prompt / promptS).toFixed(1)} tokens/s); then ${count - 1} tokens at ${stepTps.toFixed(2)} ` +
+        `tokens/s with the KV cache, in this browser`;
+      speed.dataset.promptTokens = String(prompt);
+      speed.dataset.promptSeconds = String(promptS);
+      speed.dataset.tokensPerSecond = String(stepTps);
+    }
+    setStatus("done", `generated ${count} tokens`);
   } catch (e) {
     setStatus("error", `error: ${e}`);
   }
