@@ -84,10 +84,26 @@ fn q4_1_block4(o: vec4<u32>, k0: u32) {
     }
 }
 
+// A Q8_0 block is 34 bytes, so every other block of a row starts halfway into a word: its
+// scale is the high half of word a and its quants are words a + 1 .. a + 9; a block at a
+// word boundary has its scale in the low half and each quant word straddles two words.
+// Either way the block lies in words a .. a + 9, and each of those is loaded once (on
+// lavapipe every storage load is a loop over the lanes, and reading four unaligned bytes
+// as two words cost 17 loads a block instead of 9).
 fn q8_0_block4(o: vec4<u32>, k0: u32) {
-    let d = half_at4(o);
+    let a = o >> vec4<u32>(2u);
+    let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);
+    let first = w4(a);
+    let d = select(
+        vec4<f32>(half(first.x & 0xffffu), half(first.y & 0xffffu), half(first.z & 0xffffu), half(first.w & 0xffffu)),
+        vec4<f32>(half(first.x >> 16u), half(first.y >> 16u), half(first.z >> 16u), half(first.w >> 16u)),
+        mid,
+    );
+    var prev = first;
     for (var i = 0u; i < 8u; i++) {
-        let q = bytes4v(o + vec4<u32>(2u + 4u * i));
+        let next = w4(a + vec4<u32>(1u + i));
+        let q = select((prev >> vec4<u32>(16u)) | (next << vec4<u32>(16u)), next, mid);
+        prev = next;
         take4(d.x * bytes_i(q.x), d.y * bytes_i(q.y), d.z * bytes_i(q.z), d.w * bytes_i(q.w), k0 + 4u * i);
     }
 }

@@ -67,6 +67,17 @@ struct QuantMatmul {
 @group(0) @binding(6) var<storage, read_write> yk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> yv: array<f32>;
 
+// XU (a decoding step's one row): x's row, and with NORM the norm's weight from element
+// NW_AT on, read from a uniform copy rather than from the storage buffers. Every
+// invocation reads the same x elements, and lavapipe (Mesa 22) loads from a storage
+// buffer lane by lane, in a loop with a bounds check per element, whatever the address;
+// from a uniform buffer a load is one gather, or one scalar load where the address is
+// uniform. Before XU, the x and norm loads were most of a decoding step's loads.
+struct XRow {
+    v: array<vec4<f32>, 4096>,
+}
+@group(0) @binding(8) var<uniform> xu: XRow;
+
 // The ggml type of W (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 12 Q4_K, 14 Q6_K).
 override KIND: u32 = 0u;
 // Rows of y per invocation: 1 or 4.
@@ -75,8 +86,12 @@ override ROWS: u32 = 1u;
 override NORM: bool = false;
 // What becomes of the sums (see the top of this file).
 override EPI: u32 = 0u;
+// Whether x (and the norm's weight) come from the uniform copy `xu`.
+override XU: bool = false;
 // Columns of y per invocation.
 const COLS: u32 = 4u;
+// Where the norm's weight starts in `xu` (elements); x's row starts at 0.
+const NW_AT: u32 = 8192u;
 
 // Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
 var<private> xr: vec4<u32>;
@@ -88,8 +103,22 @@ var<private> acc3: vec4<f32>;
 // NORM: the sums of squares of the tile's rows 0, 1, 2 and 3.
 var<private> ss: vec4<f32>;
 
+// Elements i..i+4 of x (i a multiple of 4 with XU: rows are whole vec4s).
 fn xv(i: u32) -> vec4<f32> {
+    if (XU) {
+        // i < rows * inner <= NW_AT, checked by the launcher.
+        return xu.v[i >> 2u];
+    }
     return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
+
+// Elements k..k+4 of the norm's weight.
+fn nv(k: u32) -> vec4<f32> {
+    if (XU) {
+        // k < inner <= 4 * 4096 - NW_AT, checked by the launcher.
+        return xu.v[(NW_AT + k) >> 2u];
+    }
+    return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
 }
 
 // Required by quant_blocks.wgsl's one-row decoders, which this kernel does not call
@@ -105,7 +134,7 @@ fn xin(i: u32, k: u32, r: u32) -> vec4<f32> {
         return v;
     }
     ss[r] += dot(v, v);
-    return v * vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
+    return v * nv(k);
 }
 
 // Elements k..k+4 of four W rows (columns c..c+4 of y), against every row of the tile:

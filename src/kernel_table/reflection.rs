@@ -229,6 +229,22 @@ fn check_struct(
                     kind: naga::ScalarKind::Float,
                     width: 4,
                 }) => ScalarKind::F32,
+                // A block of f32 vectors (the quantized matmul's copy of x), whose extent
+                // the struct's size checks.
+                TypeInner::Array { base, .. }
+                    if matches!(
+                        module.types[base].inner,
+                        TypeInner::Vector {
+                            scalar: Scalar {
+                                kind: naga::ScalarKind::Float,
+                                width: 4,
+                            },
+                            ..
+                        }
+                    ) =>
+                {
+                    ScalarKind::F32
+                }
                 ref other => panic!("{at}.{:?}: not a 4-byte scalar: {other:?}", m.name),
             };
             (m.name.clone().unwrap_or_default(), m.offset as usize, kind)

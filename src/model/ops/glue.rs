@@ -87,6 +87,20 @@ pub(crate) fn uniform<T: bytemuck::Pod>(
     Ok(buffers::uniform_array(ctx, label, std::slice::from_ref(p))?.0)
 }
 
+/// A zero-filled uniform buffer of `bytes` that kernels are given copies in
+/// (`COPY_DST`), never written from the host.
+///
+/// # Errors
+/// A device error creating it.
+pub(crate) fn uniform_scratch(ctx: &GpuContext, label: &str, bytes: usize) -> Result<wgpu::Buffer> {
+    buffers::empty(
+        ctx,
+        label,
+        bytes as u64,
+        wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+    )
+}
+
 /// Token ids as a storage buffer.
 pub(crate) fn upload_ids(ctx: &GpuContext, ids: &[u32]) -> Result<wgpu::Buffer> {
     let scopes = ErrorScopes::push(ctx);

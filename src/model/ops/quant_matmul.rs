@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    pipeline_with, range, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline,
-    KernelSpec, UniformLayout,
+    pipeline_with, range, record_pass, uniform, uniform_layout, uniform_scratch, whole, Binding,
+    KernelPipeline, KernelSpec, UniformLayout,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -21,7 +21,8 @@ use crate::model::llama::quant::GgmlType;
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, x, the weight words, y, the norm's weight, the RoPE table, the key
-/// store, the value store (the last four stand-ins where the variant does not use them).
+/// store, the value store (those four stand-ins where the variant does not use them), and
+/// the uniform copy of x's row and the norm's weight that one-row products read.
 pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_quant_matmul",
     source: source::QUANT_MATMUL,
@@ -34,10 +35,30 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::Read,
         Binding::ReadWrite,
         Binding::ReadWrite,
+        Binding::Uniform,
     ],
     trusted: false,
-    uniforms: &[params_uniform],
+    uniforms: &[params_uniform, x_row_uniform],
 };
+
+/// Elements of the uniform copy `xu` (`XRow` in the shader): 64 KiB, the smallest
+/// uniform binding every adapter and browser must allow.
+const XU_ELEMS: usize = 16384;
+/// Where the norm's weight starts in `xu` (`NW_AT`); x's row fills the elements before.
+const XU_NORM_AT: usize = 8192;
+
+/// The uniform copy of a one-row product's x row and norm weight (`XRow`), as the WGSL
+/// declares it. Never built on the host: the launcher copies into it on the device.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct XRow {
+    v: [[f32; 4]; XU_ELEMS / 4],
+}
+
+/// [`XRow`] as the WGSL declares it.
+fn x_row_uniform() -> UniformLayout {
+    uniform_layout!(XRow as "XRow" { v })
+}
 
 /// Must match the WGSL struct `QuantMatmul` in quant_matmul.wgsl.
 #[repr(C)]
@@ -203,14 +224,18 @@ pub(crate) struct QuantMatmulKernel {
     unused_read: GpuTensor,
     unused_k: GpuTensor,
     unused_v: GpuTensor,
+    /// `xu`: one-row products copy x's row (and the norm's weight) here first.
+    x_row: wgpu::Buffer,
 }
 
 /// Columns of y per invocation (`COLS` in the shader).
 const TILE_COLS: u64 = 4;
 
-/// Rows of y per invocation for a product of `rows` rows.
-fn tile_rows(rows: usize) -> u32 {
-    if rows == 1 {
+/// Rows of y per invocation for a product of `rows` rows of `inner` elements: a single
+/// row reads x from the uniform copy, which holds rows of up to [`XU_NORM_AT`] elements;
+/// anything else (or a wider row) takes tiles of four rows read from storage.
+fn tile_rows(rows: usize, inner: usize) -> u32 {
+    if rows == 1 && inner <= XU_NORM_AT {
         1
     } else {
         4
@@ -249,6 +274,7 @@ impl QuantMatmulKernel {
                     ("ROWS", f64::from(rows)),
                     ("NORM", if var.norm { 1.0 } else { 0.0 }),
                     ("EPI", f64::from(var.epi as u32)),
+                    ("XU", if rows == 1 { 1.0 } else { 0.0 }),
                 ];
                 pipes.push((ty, var, rows, pipeline_with(ctx, &SPEC, &constants).await?));
             }
@@ -258,6 +284,7 @@ impl QuantMatmulKernel {
             unused_read: GpuTensor::empty(ctx, &[4])?,
             unused_k: GpuTensor::empty(ctx, &[4])?,
             unused_v: GpuTensor::empty(ctx, &[4])?,
+            x_row: uniform_scratch(ctx, "wgpu-attention quant_matmul x row", XU_ELEMS * 4)?,
         })
     }
 
@@ -275,7 +302,7 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let tile = tile_rows(call.rows);
+        let tile = tile_rows(call.rows, w.cols);
         let var = QuantVariant {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
@@ -342,7 +369,8 @@ impl QuantMatmulKernel {
             cols: u32_of("quant matmul", w.rows)?,
             inner: u32_of("quant matmul", w.cols)?,
             row_bytes: u32_of("quant matmul", w.row_bytes)?,
-            x_off: u32_of("quant matmul", call.x_off)?,
+            // The uniform copy starts at the row.
+            x_off: u32_of("quant matmul", if tile == 1 { 0 } else { call.x_off })?,
             x_stride: u32_of("quant matmul", w.cols)?,
             out: [
                 u32_of("quant matmul", l.len)?,
@@ -364,6 +392,17 @@ impl QuantMatmulKernel {
         let groups =
             (w.rows as u64).div_ceil(64 * TILE_COLS) * (call.rows as u64).div_ceil(u64::from(tile));
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
+        if tile == 1 {
+            // tile_rows allows one row of at most XU_NORM_AT elements, and W's rows are
+            // whole blocks of at least four elements, so both copies are whole vec4s.
+            let bytes = w.cols as u64 * 4;
+            let x = call.x.buffer();
+            encoder.copy_buffer_to_buffer(x, call.x_off as u64 * 4, &self.x_row, 0, bytes);
+            if let Some(n) = call.norm {
+                let at = XU_NORM_AT as u64 * 4;
+                encoder.copy_buffer_to_buffer(n.weight.buffer(), 0, &self.x_row, at, bytes);
+            }
+        }
         let resources = vec![
             params.as_entire_binding(),
             whole(call.x),
@@ -373,6 +412,7 @@ impl QuantMatmulKernel {
             whole(s.map_or(&self.unused_read, |s| s.table)),
             whole(s.map_or(&self.unused_k, |s| s.k)),
             whole(s.map_or(&self.unused_v, |s| s.v)),
+            self.x_row.as_entire_binding(),
         ];
         record_pass(ctx, encoder, (SPEC.name, pipe), resources, groups)
     }

@@ -117,6 +117,9 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             // than four, and a second workgroup with a ragged last group.
             (1, ks[1], 3),
             (1, ks[0], 258),
+            // One row wider than the uniform copy of x holds (8,192 elements) takes the
+            // four-row tiles read from storage.
+            (1, 8192 + 256, 5),
         ];
         for (rows, k, n) in shapes {
             let bytes = random_tensor(&mut rng, ty, n, k);
