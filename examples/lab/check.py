@@ -189,6 +189,10 @@ def load_model(page, name, sentence):
     print(f"{name}: {load['mb']:.0f} MB fetched in {load['fetch_ms'] / 1e3:.1f} s, read in "
           f"{load['read_ms'] / 1e3:.1f} s, uploaded in {load['upload_ms'] / 1e3:.1f} s; "
           f"first pass (GPU and the page's CPU reference): {text} ({time.time() - t0:.1f} s in all)")
+    # The panels drawn on request belong to the model that drew them: a new model empties them.
+    stale = page.js("return ['pair-a', 'pair-b', 'pair-diff', 'longmap', 'longzoom']"
+                    ".filter((id) => document.getElementById(id).innerHTML !== '');")
+    assert not stale, f"{name}: {stale} still show the previous model's figures"
 
 
 def check_rows(page, what, ref, shape, picks, tol):

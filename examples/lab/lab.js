@@ -458,11 +458,25 @@ async function bytes(path) {
   return new Uint8Array(await r.arrayBuffer());
 }
 
+// The panels computed on request (two prompts, the long text) belong to the model that
+// computed them: a new model empties them until they are asked for again.
+function clearRequested() {
+  for (const id of ["pair-a", "pair-b", "pair-diff", "longmap", "longzoom"]) $(id).innerHTML = "";
+  for (const id of ["pairbadge", "longbadge"]) {
+    $(id).textContent = "";
+    delete $(id).dataset.diff;
+  }
+  $("pairinfo").textContent = "Press Compare to draw this pair on the model picked above.";
+  $("longinfo").textContent = "";
+  window.labPair = undefined;
+}
+
 // Runs inside the `busy` chain (the model picker's change handler queues it), so it
 // recomputes directly: queueing on `busy` from inside it would wait for itself.
 async function pickModel(index) {
   const name = $("model").value;
   pinned = null;
+  clearRequested();
   $("generate").disabled = true;
   if (name === "builtin") return recompute();
   const m = index.find((x) => x.name === name);
