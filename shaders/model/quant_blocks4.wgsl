@@ -90,19 +90,29 @@ fn q4_1_block4(o: vec4<u32>, k0: u32) {
 // Either way the block lies in words a .. a + 9, and each of those is loaded once (on
 // lavapipe every storage load is a loop over the lanes, and reading four unaligned bytes
 // as two words cost 17 loads a block instead of 9).
-fn q8_0_block4(o: vec4<u32>, k0: u32) {
-    let a = o >> vec4<u32>(2u);
-    let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);
-    let first = w4(a);
-    let d = select(
+// The four rows' scales from their blocks' first words (`mid`: the block starts halfway).
+fn q8_0_scales(first: vec4<u32>, mid: vec4<bool>) -> vec4<f32> {
+    return select(
         vec4<f32>(half(first.x & 0xffffu), half(first.y & 0xffffu), half(first.z & 0xffffu), half(first.w & 0xffffu)),
         vec4<f32>(half(first.x >> 16u), half(first.y >> 16u), half(first.z >> 16u), half(first.w >> 16u)),
         mid,
     );
+}
+
+// Quant word i of four rows from block words a + i (`prev`) and a + i + 1 (`next`).
+fn q8_0_quants(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>) -> vec4<u32> {
+    return select((prev >> vec4<u32>(16u)) | (next << vec4<u32>(16u)), next, mid);
+}
+
+fn q8_0_block4(o: vec4<u32>, k0: u32) {
+    let a = o >> vec4<u32>(2u);
+    let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);
+    let first = w4(a);
+    let d = q8_0_scales(first, mid);
     var prev = first;
     for (var i = 0u; i < 8u; i++) {
         let next = w4(a + vec4<u32>(1u + i));
-        let q = select((prev >> vec4<u32>(16u)) | (next << vec4<u32>(16u)), next, mid);
+        let q = q8_0_quants(prev, next, mid);
         prev = next;
         take4(d.x * bytes_i(q.x), d.y * bytes_i(q.y), d.z * bytes_i(q.z), d.w * bytes_i(q.w), k0 + 4u * i);
     }

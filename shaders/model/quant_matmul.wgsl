@@ -244,29 +244,25 @@ fn finish(m: u32, c: u32, v: vec4<f32>) {
     }
 }
 
-// The factor RMSNorm scales the sums of row r by, when NORM.
+// The factor RMSNorm scales the sums of row r by, when NORM (`row_ss` is the entry
+// file's: the row's sum of squares).
 fn norm_scale(r: u32) -> f32 {
     if (!NORM) {
         return 1.0;
     }
-    return 1.0 / sqrt(ss[r] / f32(p.inner) + p.eps);
+    return 1.0 / sqrt(row_ss(r) / f32(p.inner) + p.eps);
 }
 
-@compute @workgroup_size(64)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-) {
-    let g = wid.x + wid.y * nwg.x;
+// Invocation `lid` of workgroup `g` (64 invocations, the entry file's workgroup size).
+// Every invocation runs to the end: one past the last column or row repeats the last
+// one's loads and stores nothing, so that the subgroup entry's broadcasts in `block4`
+// see every lane.
+fn product(g: u32, lid: u32) {
     let groups = (p.cols + 64u * COLS - 1u) / (64u * COLS);
     let c = ((g % groups) * 64u + lid) * COLS;
     let m0 = (g / groups) * ROWS;
-    if (c >= p.cols || m0 >= p.rows) {
-        return;
-    }
     let last = p.rows - 1u;
-    let ms = vec4<u32>(m0, min(m0 + 1u, last), min(m0 + 2u, last), min(m0 + 3u, last));
+    let ms = min(vec4<u32>(m0, m0 + 1u, m0 + 2u, m0 + 3u), vec4<u32>(last));
     xr = p.x_off + ms * p.x_stride;
     acc = vec4<f32>(0.0);
     acc1 = vec4<f32>(0.0);
@@ -277,10 +273,14 @@ fn main(
     let blocks = p.inner / shape.x;
     // Columns past the last repeat it (their sums are dropped).
     let lc = p.cols - 1u;
-    let cs = vec4<u32>(c, min(c + 1u, lc), min(c + 2u, lc), min(c + 3u, lc));
+    let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
     let rows = cs * p.row_bytes;
     for (var b = 0u; b < blocks; b++) {
-        decode_block4(rows + vec4<u32>(b * shape.y), b * shape.x);
+        block4(rows + vec4<u32>(b * shape.y), b * shape.x);
+    }
+    // After the loop, so every lane took part in it (finish drops rows past the last).
+    if (c >= p.cols) {
+        return;
     }
     finish(m0, c, acc * norm_scale(0u));
     if (ROWS > 1u) {

@@ -14,7 +14,7 @@ pub(crate) use crate::gpu::kernels::dispatch::range;
 pub(crate) use crate::gpu::kernels::elem::Elem;
 pub(crate) use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 pub(crate) use crate::gpu::kernels::linear::{
-    vec4_reads, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
+    lanes_adapter, vec4_reads, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
 pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 pub(crate) use crate::gpu::kernels::wgsl::kernel_wgsl;

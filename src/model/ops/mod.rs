@@ -30,7 +30,7 @@ pub(crate) use glue::{
 };
 pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
-pub use probe::{quant_embed_probe, quant_matmul_probe};
+pub use probe::{quant_embed_probe, quant_matmul_probe, quant_matmul_probe_without_subgroups};
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
     EpiKind, OutLayout, QkvSplit, QuantEpilogue, QuantMatmul, QuantMatmulKernel, QuantNorm,
@@ -63,7 +63,7 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
 }
 
 /// Every model kernel's spec, for the crate's kernel table.
-pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 8] {
+pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 9] {
     [
         &embed::SPEC,
         &add_norm::SPEC,
@@ -72,6 +72,7 @@ pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 8] {
         &silu_mul::SPEC,
         &merge_heads::SPEC,
         &quant_matmul::SPEC,
+        &quant_matmul::SPEC_SUBGROUPS,
         &quant_embed::SPEC,
     ]
 }

@@ -26,17 +26,44 @@ fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> Result<GpuTensor, ModelError
 pub async fn quant_matmul_probe(
     ctx: &GpuContext,
     ty: GgmlType,
-    (n, k): (usize, usize),
+    shape: (usize, usize),
     w: &[u8],
     x: &[f32],
     rows: usize,
+) -> Result<Vec<f32>, ModelError> {
+    matmul_probe(ctx, ty, shape, (w, x, rows), true).await
+}
+
+/// As [`quant_matmul_probe`], with the entry point that adapters without subgroups use
+/// also where the adapter has them, so that both entries run on one machine.
+///
+/// # Errors
+/// As the launcher.
+#[doc(hidden)]
+pub async fn quant_matmul_probe_without_subgroups(
+    ctx: &GpuContext,
+    ty: GgmlType,
+    shape: (usize, usize),
+    w: &[u8],
+    x: &[f32],
+    rows: usize,
+) -> Result<Vec<f32>, ModelError> {
+    matmul_probe(ctx, ty, shape, (w, x, rows), false).await
+}
+
+async fn matmul_probe(
+    ctx: &GpuContext,
+    ty: GgmlType,
+    (n, k): (usize, usize),
+    (w, x, rows): (&[u8], &[f32], usize),
+    subgroups: bool,
 ) -> Result<Vec<f32>, ModelError> {
     let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
     let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
         .map_err(|e| ModelError::input("x", e.to_string()))?;
     let x = GpuTensor::upload(ctx, "x", xs)?;
     let y = nan_tensor(ctx, &[rows, n])?;
-    let kernel = QuantMatmulKernel::prepare(ctx, &[ty]).await?;
+    let kernel = QuantMatmulKernel::prepare_with(ctx, &[ty], subgroups).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
     kernel.record(ctx, &mut enc, &call)?;

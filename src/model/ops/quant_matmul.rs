@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    pipeline_with, range, record_pass, uniform, uniform_layout, uniform_scratch, whole, Binding,
-    KernelPipeline, KernelSpec, UniformLayout,
+    lanes_adapter, pipeline_with, range, record_pass, uniform, uniform_layout, uniform_scratch,
+    whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -39,6 +39,15 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
     ],
     trusted: false,
     uniforms: &[params_uniform, x_row_uniform],
+};
+
+/// The same kernel on a CPU driver's 8-lane subgroups (lavapipe): for one row of x and
+/// the 32-element block types, each lane loads one chunk of a block's x and the subgroup
+/// shares them by broadcasts (`shaders/model/quant_matmul_sg.wgsl`).
+pub(crate) const SPEC_SUBGROUPS: KernelSpec = KernelSpec {
+    name: "model_quant_matmul_subgroups",
+    source: source::QUANT_MATMUL_SUBGROUPS,
+    ..SPEC
 };
 
 /// Elements of the uniform copy `xu` (`XRow` in the shader): 64 KiB, the smallest
@@ -220,7 +229,14 @@ impl<'a> QuantMatmul<'a> {
 /// The kernel's pipelines for a set of weight types and variants, both tile heights each,
 /// and the stand-ins bound where a variant reads or writes nothing.
 pub(crate) struct QuantMatmulKernel {
-    pipes: Vec<(GgmlType, QuantVariant, u32, Arc<KernelPipeline>)>,
+    /// (type, variant, tile rows, the spec's name, pipeline).
+    pipes: Vec<(
+        GgmlType,
+        QuantVariant,
+        u32,
+        &'static str,
+        Arc<KernelPipeline>,
+    )>,
     unused_read: GpuTensor,
     unused_k: GpuTensor,
     unused_v: GpuTensor,
@@ -243,13 +259,19 @@ fn tile_rows(rows: usize, inner: usize) -> u32 {
 }
 
 impl QuantMatmulKernel {
-    /// Builds (or finds cached) the plain pipelines for every type of `types`.
+    /// Builds (or finds cached) the plain pipelines for every type of `types`, one-row
+    /// products from the subgroup entry where `subgroups` and the adapter is a lanes
+    /// adapter (tests run both entries on one).
     ///
     /// # Errors
     /// A device error building a pipeline.
-    pub(crate) async fn prepare(ctx: &GpuContext, types: &[GgmlType]) -> Result<Self> {
+    pub(crate) async fn prepare_with(
+        ctx: &GpuContext,
+        types: &[GgmlType],
+        subgroups: bool,
+    ) -> Result<Self> {
         let wants: Vec<_> = types.iter().map(|&t| (t, QuantVariant::PLAIN)).collect();
-        Self::prepare_variants(ctx, &wants).await
+        Self::prepare_entries(ctx, &wants, subgroups && lanes_adapter(ctx)).await
     }
 
     /// Builds (or finds cached) the pipelines of every (type, variant) of `wants`.
@@ -260,12 +282,21 @@ impl QuantMatmulKernel {
         ctx: &GpuContext,
         wants: &[(GgmlType, QuantVariant)],
     ) -> Result<Self> {
+        Self::prepare_entries(ctx, wants, lanes_adapter(ctx)).await
+    }
+
+    /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`.
+    async fn prepare_entries(
+        ctx: &GpuContext,
+        wants: &[(GgmlType, QuantVariant)],
+        subgroups: bool,
+    ) -> Result<Self> {
         let mut pipes = Vec::new();
         for &(ty, var) in wants {
             for rows in [1u32, 4] {
                 if pipes
                     .iter()
-                    .any(|(t, v, r, _)| *t == ty && *v == var && *r == rows)
+                    .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == rows)
                 {
                     continue;
                 }
@@ -276,7 +307,13 @@ impl QuantMatmulKernel {
                     ("EPI", f64::from(var.epi as u32)),
                     ("XU", if rows == 1 { 1.0 } else { 0.0 }),
                 ];
-                pipes.push((ty, var, rows, pipeline_with(ctx, &SPEC, &constants).await?));
+                let spec = if subgroups && rows == 1 {
+                    &SPEC_SUBGROUPS
+                } else {
+                    &SPEC
+                };
+                let pipe = pipeline_with(ctx, spec, &constants).await?;
+                pipes.push((ty, var, rows, spec.name, pipe));
             }
         }
         Ok(Self {
@@ -307,11 +344,11 @@ impl QuantMatmulKernel {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
         };
-        let pipe = self
+        let (name, pipe) = self
             .pipes
             .iter()
-            .find(|(t, v, r, _)| *t == w.ty && *v == var && *r == tile)
-            .map(|(_, _, _, p)| p)
+            .find(|(t, v, r, _, _)| *t == w.ty && *v == var && *r == tile)
+            .map(|(_, _, _, name, p)| (*name, p))
             .ok_or_else(|| {
                 AttentionError::Unsupported(format!(
                     "quant matmul: {} as {var:?} was not prepared",
@@ -414,7 +451,7 @@ impl QuantMatmulKernel {
             whole(s.map_or(&self.unused_v, |s| s.v)),
             self.x_row.as_entire_binding(),
         ];
-        record_pass(ctx, encoder, (SPEC.name, pipe), resources, groups)
+        record_pass(ctx, encoder, (name, pipe), resources, groups)
     }
 }
 

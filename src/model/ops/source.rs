@@ -10,11 +10,20 @@ pub(crate) const GELU: &str = kernel_wgsl!("model/gelu.wgsl");
 pub(crate) const RMS_NORM: &str = kernel_wgsl!("model/rms_norm.wgsl");
 pub(crate) const SILU_MUL: &str = kernel_wgsl!("model/silu_mul.wgsl");
 pub(crate) const MERGE_HEADS: &str = kernel_wgsl!("model/merge_heads.wgsl");
-/// The block decoders (one row and four rows at once) followed by the kernel that uses them.
+/// The block decoders (one row and four rows at once) followed by the kernel that uses them
+/// and its entry point.
 pub(crate) const QUANT_MATMUL: &str = kernel_wgsl!(
     "model/quant_blocks.wgsl",
     "model/quant_blocks4.wgsl",
-    "model/quant_matmul.wgsl"
+    "model/quant_matmul.wgsl",
+    "model/quant_matmul_main.wgsl"
+);
+/// The same kernel with the entry point that shares x across a subgroup's lanes.
+pub(crate) const QUANT_MATMUL_SUBGROUPS: &str = kernel_wgsl!(subgroups;
+    "model/quant_blocks.wgsl",
+    "model/quant_blocks4.wgsl",
+    "model/quant_matmul.wgsl",
+    "model/quant_matmul_sg.wgsl"
 );
 pub(crate) const QUANT_EMBED: &str =
     kernel_wgsl!("model/quant_blocks.wgsl", "model/quant_embed.wgsl");

@@ -6,7 +6,9 @@
 
 use half::f16;
 use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
-use wgpu_attention::model::{quant_embed_probe, quant_matmul_probe};
+use wgpu_attention::model::{
+    quant_embed_probe, quant_matmul_probe, quant_matmul_probe_without_subgroups,
+};
 
 use crate::common::{ctx, Rng};
 
@@ -124,16 +126,28 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
         for (rows, k, n) in shapes {
             let bytes = random_tensor(&mut rng, ty, n, k);
             let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
-            let got = pollster::block_on(quant_matmul_probe(ctx(), ty, (n, k), &bytes, &x, rows))
-                .unwrap_or_else(|e| panic!("{}: {e}", ty.name()));
             let w = dequantize(ty, &bytes);
-            check(
-                &format!("{} {rows}x{k} by {n}", ty.name()),
-                &got,
+            // Both entry points: the one that shares x across a subgroup (where the
+            // adapter has 8-lane subgroups) and the one every other adapter runs.
+            let with = pollster::block_on(quant_matmul_probe(ctx(), ty, (n, k), &bytes, &x, rows));
+            let without = pollster::block_on(quant_matmul_probe_without_subgroups(
+                ctx(),
+                ty,
+                (n, k),
+                &bytes,
                 &x,
-                &w,
-                (rows, n, k),
-            );
+                rows,
+            ));
+            for (entry, got) in [("", with), (" without subgroups", without)] {
+                let got = got.unwrap_or_else(|e| panic!("{}{entry}: {e}", ty.name()));
+                check(
+                    &format!("{} {rows}x{k} by {n}{entry}", ty.name()),
+                    &got,
+                    &x,
+                    &w,
+                    (rows, n, k),
+                );
+            }
         }
     }
 }

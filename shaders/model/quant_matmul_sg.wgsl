@@ -1,0 +1,183 @@
+// The entry point of quant_matmul.wgsl on a CPU driver's 8-lane subgroups (lavapipe), for
+// one row of x from the uniform copy (XU) and the 32-element block types (Q4_0, Q4_1,
+// Q8_0): each lane of a subgroup loads one four-element chunk of a block's 32 x elements
+// (normed when NORM) and the subgroup shares them by broadcasts, instead of every lane
+// gathering all 32. A load from the uniform copy is a gather over the lanes, 32 scalar
+// loads a vector on lavapipe, and these gathers were most of a decoding step once the
+// weights' own loads were few. The decoders are unrolled so that every broadcast reads a
+// constant lane. Needs subgroups of at least 8 lanes (the launcher checks); lanes past 8
+// load copies of the first 8's chunks.
+
+// This invocation's lane in its subgroup.
+var<private> lane: u32;
+// NORM: the sum of squares of this lane's own chunks of x.
+var<private> ss_own: f32;
+
+// A block's 32 x elements, four a field: xk holds elements 4k .. 4k + 4.
+struct XBlock {
+    x0: vec4<f32>,
+    x1: vec4<f32>,
+    x2: vec4<f32>,
+    x3: vec4<f32>,
+    x4: vec4<f32>,
+    x5: vec4<f32>,
+    x6: vec4<f32>,
+    x7: vec4<f32>,
+}
+
+// Whether this pipeline stages x through the subgroup (otherwise it decodes as the
+// plain entry does).
+fn staged() -> bool {
+    return XU && ROWS == 1u && (KIND == 2u || KIND == 3u || KIND == 8u);
+}
+
+// Elements k0 .. k0 + 32 of x, one chunk loaded by each of the first eight lanes.
+fn stage(k0: u32) -> XBlock {
+    let k = k0 + 4u * (lane & 7u);
+    var v = xv(xr.x + k);
+    if (NORM) {
+        ss_own += dot(v, v);
+        v = v * nv(k);
+    }
+    return XBlock(
+        subgroupBroadcast(v, 0u),
+        subgroupBroadcast(v, 1u),
+        subgroupBroadcast(v, 2u),
+        subgroupBroadcast(v, 3u),
+        subgroupBroadcast(v, 4u),
+        subgroupBroadcast(v, 5u),
+        subgroupBroadcast(v, 6u),
+        subgroupBroadcast(v, 7u),
+    );
+}
+
+// Four W rows' elements against one chunk of x (ROWS is 1 here).
+fn take4x(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, x: vec4<f32>) {
+    acc += vec4<f32>(dot(a, x), dot(b, x), dot(c, x), dot(d, x));
+}
+
+// Quant word i of four Q4_0 rows (scales d): low nibbles are elements 4i.., high 16 + 4i...
+fn q4_0_word(q: vec4<u32>, d: vec4<f32>, lo: vec4<f32>, hi: vec4<f32>) {
+    take4x(
+        d.x * (nibbles_lo(q.x) - 8.0),
+        d.y * (nibbles_lo(q.y) - 8.0),
+        d.z * (nibbles_lo(q.z) - 8.0),
+        d.w * (nibbles_lo(q.w) - 8.0),
+        lo,
+    );
+    take4x(
+        d.x * (nibbles_hi(q.x) - 8.0),
+        d.y * (nibbles_hi(q.y) - 8.0),
+        d.z * (nibbles_hi(q.z) - 8.0),
+        d.w * (nibbles_hi(q.w) - 8.0),
+        hi,
+    );
+}
+
+fn q4_0_staged(o: vec4<u32>, x: XBlock) {
+    let d = half_at4(o);
+    q4_0_word(bytes4v(o + vec4<u32>(2u)), d, x.x0, x.x4);
+    q4_0_word(bytes4v(o + vec4<u32>(6u)), d, x.x1, x.x5);
+    q4_0_word(bytes4v(o + vec4<u32>(10u)), d, x.x2, x.x6);
+    q4_0_word(bytes4v(o + vec4<u32>(14u)), d, x.x3, x.x7);
+}
+
+// Quant word of four Q4_1 rows ((scale, min) each).
+fn q4_1_word(q: vec4<u32>, m0: vec2<f32>, m1: vec2<f32>, m2: vec2<f32>, m3: vec2<f32>, lo: vec4<f32>, hi: vec4<f32>) {
+    take4x(
+        m0.x * nibbles_lo(q.x) + m0.y,
+        m1.x * nibbles_lo(q.y) + m1.y,
+        m2.x * nibbles_lo(q.z) + m2.y,
+        m3.x * nibbles_lo(q.w) + m3.y,
+        lo,
+    );
+    take4x(
+        m0.x * nibbles_hi(q.x) + m0.y,
+        m1.x * nibbles_hi(q.y) + m1.y,
+        m2.x * nibbles_hi(q.z) + m2.y,
+        m3.x * nibbles_hi(q.w) + m3.y,
+        hi,
+    );
+}
+
+fn q4_1_staged(o: vec4<u32>, x: XBlock) {
+    let b = o >> vec4<u32>(2u);
+    let m0 = halves(w[b.x]);
+    let m1 = halves(w[b.y]);
+    let m2 = halves(w[b.z]);
+    let m3 = halves(w[b.w]);
+    q4_1_word(w4(b + vec4<u32>(1u)), m0, m1, m2, m3, x.x0, x.x4);
+    q4_1_word(w4(b + vec4<u32>(2u)), m0, m1, m2, m3, x.x1, x.x5);
+    q4_1_word(w4(b + vec4<u32>(3u)), m0, m1, m2, m3, x.x2, x.x6);
+    q4_1_word(w4(b + vec4<u32>(4u)), m0, m1, m2, m3, x.x3, x.x7);
+}
+
+// Quant word of four Q8_0 rows from the block words before and after it (see q8_0_block4).
+fn q8_0_word(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>, d: vec4<f32>, x: vec4<f32>) {
+    let q = q8_0_quants(prev, next, mid);
+    take4x(d.x * bytes_i(q.x), d.y * bytes_i(q.y), d.z * bytes_i(q.z), d.w * bytes_i(q.w), x);
+}
+
+fn q8_0_staged(o: vec4<u32>, x: XBlock) {
+    let a = o >> vec4<u32>(2u);
+    let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);
+    let w0 = w4(a);
+    let w1 = w4(a + vec4<u32>(1u));
+    let w2 = w4(a + vec4<u32>(2u));
+    let w3 = w4(a + vec4<u32>(3u));
+    let w4_ = w4(a + vec4<u32>(4u));
+    let w5 = w4(a + vec4<u32>(5u));
+    let w6 = w4(a + vec4<u32>(6u));
+    let w7 = w4(a + vec4<u32>(7u));
+    let w8 = w4(a + vec4<u32>(8u));
+    let d = q8_0_scales(w0, mid);
+    q8_0_word(w0, w1, mid, d, x.x0);
+    q8_0_word(w1, w2, mid, d, x.x1);
+    q8_0_word(w2, w3, mid, d, x.x2);
+    q8_0_word(w3, w4_, mid, d, x.x3);
+    q8_0_word(w4_, w5, mid, d, x.x4);
+    q8_0_word(w5, w6, mid, d, x.x5);
+    q8_0_word(w6, w7, mid, d, x.x6);
+    q8_0_word(w7, w8, mid, d, x.x7);
+}
+
+fn block4(o: vec4<u32>, k0: u32) {
+    if (!staged()) {
+        decode_block4(o, k0);
+        return;
+    }
+    let x = stage(k0);
+    switch KIND {
+        case 2u: {
+            q4_0_staged(o, x);
+        }
+        case 3u: {
+            q4_1_staged(o, x);
+        }
+        default: {
+            q8_0_staged(o, x);
+        }
+    }
+}
+
+// The row's sum of squares: staged, the first eight lanes' own sums together.
+fn row_ss(r: u32) -> f32 {
+    if (!staged()) {
+        return ss[r];
+    }
+    return subgroupBroadcast(ss_own, 0u) + subgroupBroadcast(ss_own, 1u)
+        + subgroupBroadcast(ss_own, 2u) + subgroupBroadcast(ss_own, 3u)
+        + subgroupBroadcast(ss_own, 4u) + subgroupBroadcast(ss_own, 5u)
+        + subgroupBroadcast(ss_own, 6u) + subgroupBroadcast(ss_own, 7u);
+}
+
+@compute @workgroup_size(64)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) sl: u32,
+) {
+    lane = sl;
+    product(wid.x + wid.y * nwg.x, lid);
+}
