@@ -13,7 +13,7 @@ var<private> lane: u32;
 // NORM: the sum of squares of this lane's own chunks of x.
 var<private> ss_own: f32;
 
-// A block's 32 x elements, four a field: xk holds elements 4k .. 4k + 4.
+// A block's 32 x elements, four a field (xk holds elements 4k .. 4k + 4), and their sum.
 struct XBlock {
     x0: vec4<f32>,
     x1: vec4<f32>,
@@ -23,6 +23,7 @@ struct XBlock {
     x5: vec4<f32>,
     x6: vec4<f32>,
     x7: vec4<f32>,
+    sum: f32,
 }
 
 // Whether this pipeline stages x through the subgroup (otherwise it decodes as the
@@ -39,7 +40,7 @@ fn stage(k0: u32) -> XBlock {
         ss_own += dot(v, v);
         v = v * nv(k);
     }
-    return XBlock(
+    let b = XBlock(
         subgroupBroadcast(v, 0u),
         subgroupBroadcast(v, 1u),
         subgroupBroadcast(v, 2u),
@@ -48,7 +49,10 @@ fn stage(k0: u32) -> XBlock {
         subgroupBroadcast(v, 5u),
         subgroupBroadcast(v, 6u),
         subgroupBroadcast(v, 7u),
+        0.0,
     );
+    let s = (b.x0 + b.x1) + (b.x2 + b.x3) + ((b.x4 + b.x5) + (b.x6 + b.x7));
+    return XBlock(b.x0, b.x1, b.x2, b.x3, b.x4, b.x5, b.x6, b.x7, s.x + s.y + s.z + s.w);
 }
 
 // Four W rows' elements against one chunk of x (ROWS is 1 here).
@@ -56,48 +60,26 @@ fn take4x(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, x: vec4<f32>) 
     acc += vec4<f32>(dot(a, x), dot(b, x), dot(c, x), dot(d, x));
 }
 
-// Quant word i of four Q4_0 rows (scales d): low nibbles are elements 4i.., high 16 + 4i...
-fn q4_0_word(q: vec4<u32>, d: vec4<f32>, lo: vec4<f32>, hi: vec4<f32>) {
-    take4x(
-        d.x * (nibbles_lo(q.x) - 8.0),
-        d.y * (nibbles_lo(q.y) - 8.0),
-        d.z * (nibbles_lo(q.z) - 8.0),
-        d.w * (nibbles_lo(q.w) - 8.0),
-        lo,
-    );
-    take4x(
-        d.x * (nibbles_hi(q.x) - 8.0),
-        d.y * (nibbles_hi(q.y) - 8.0),
-        d.z * (nibbles_hi(q.z) - 8.0),
-        d.w * (nibbles_hi(q.w) - 8.0),
-        hi,
+// The 4-bit quants of word i of four rows (lanes x, y, z, w of q: low nibbles are
+// elements 4i.., high ones 16 + 4i..) against x: one sum a row. Q4_0's d (q - 8) and
+// Q4_1's d q + m are applied per block to these sums and to the block's x sum, as ggml's
+// dot products do, rather than to each element.
+fn nibble_dots(q: vec4<u32>, lo: vec4<f32>, hi: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(
+        dot(nibbles_lo(q.x), lo) + dot(nibbles_hi(q.x), hi),
+        dot(nibbles_lo(q.y), lo) + dot(nibbles_hi(q.y), hi),
+        dot(nibbles_lo(q.z), lo) + dot(nibbles_hi(q.z), hi),
+        dot(nibbles_lo(q.w), lo) + dot(nibbles_hi(q.w), hi),
     );
 }
 
 fn q4_0_staged(o: vec4<u32>, x: XBlock) {
     let d = half_at4(o);
-    q4_0_word(bytes4v(o + vec4<u32>(2u)), d, x.x0, x.x4);
-    q4_0_word(bytes4v(o + vec4<u32>(6u)), d, x.x1, x.x5);
-    q4_0_word(bytes4v(o + vec4<u32>(10u)), d, x.x2, x.x6);
-    q4_0_word(bytes4v(o + vec4<u32>(14u)), d, x.x3, x.x7);
-}
-
-// Quant word of four Q4_1 rows ((scale, min) each).
-fn q4_1_word(q: vec4<u32>, m0: vec2<f32>, m1: vec2<f32>, m2: vec2<f32>, m3: vec2<f32>, lo: vec4<f32>, hi: vec4<f32>) {
-    take4x(
-        m0.x * nibbles_lo(q.x) + m0.y,
-        m1.x * nibbles_lo(q.y) + m1.y,
-        m2.x * nibbles_lo(q.z) + m2.y,
-        m3.x * nibbles_lo(q.w) + m3.y,
-        lo,
-    );
-    take4x(
-        m0.x * nibbles_hi(q.x) + m0.y,
-        m1.x * nibbles_hi(q.y) + m1.y,
-        m2.x * nibbles_hi(q.z) + m2.y,
-        m3.x * nibbles_hi(q.w) + m3.y,
-        hi,
-    );
+    let n = nibble_dots(bytes4v(o + vec4<u32>(2u)), x.x0, x.x4)
+        + nibble_dots(bytes4v(o + vec4<u32>(6u)), x.x1, x.x5)
+        + nibble_dots(bytes4v(o + vec4<u32>(10u)), x.x2, x.x6)
+        + nibble_dots(bytes4v(o + vec4<u32>(14u)), x.x3, x.x7);
+    acc += d * (n - 8.0 * x.sum);
 }
 
 fn q4_1_staged(o: vec4<u32>, x: XBlock) {
@@ -106,10 +88,11 @@ fn q4_1_staged(o: vec4<u32>, x: XBlock) {
     let m1 = halves(w[b.y]);
     let m2 = halves(w[b.z]);
     let m3 = halves(w[b.w]);
-    q4_1_word(w4(b + vec4<u32>(1u)), m0, m1, m2, m3, x.x0, x.x4);
-    q4_1_word(w4(b + vec4<u32>(2u)), m0, m1, m2, m3, x.x1, x.x5);
-    q4_1_word(w4(b + vec4<u32>(3u)), m0, m1, m2, m3, x.x2, x.x6);
-    q4_1_word(w4(b + vec4<u32>(4u)), m0, m1, m2, m3, x.x3, x.x7);
+    let n = nibble_dots(w4(b + vec4<u32>(1u)), x.x0, x.x4)
+        + nibble_dots(w4(b + vec4<u32>(2u)), x.x1, x.x5)
+        + nibble_dots(w4(b + vec4<u32>(3u)), x.x2, x.x6)
+        + nibble_dots(w4(b + vec4<u32>(4u)), x.x3, x.x7);
+    acc += vec4<f32>(m0.x, m1.x, m2.x, m3.x) * n + vec4<f32>(m0.y, m1.y, m2.y, m3.y) * x.sum;
 }
 
 // Quant word of four Q8_0 rows from the block words before and after it (see q8_0_block4).
