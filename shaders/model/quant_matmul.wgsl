@@ -254,13 +254,16 @@ fn norm_scale(r: u32) -> f32 {
 }
 
 // Invocation `lid` of workgroup `g` (64 invocations, the entry file's workgroup size).
-// Every invocation runs to the end: one past the last column or row repeats the last
-// one's loads and stores nothing, so that the subgroup entry's broadcasts in `block4`
-// see every lane.
+// An invocation past the last column or row leaves when the entry file's `idle` says so;
+// one that stays (a lane the subgroup entry's broadcasts need) repeats the last column's
+// and row's loads and stores nothing.
 fn product(g: u32, lid: u32) {
     let groups = (p.cols + 64u * COLS - 1u) / (64u * COLS);
     let c = ((g % groups) * 64u + lid) * COLS;
     let m0 = (g / groups) * ROWS;
+    if (idle(c >= p.cols || m0 >= p.rows)) {
+        return;
+    }
     let last = p.rows - 1u;
     let ms = min(vec4<u32>(m0, m0 + 1u, m0 + 2u, m0 + 3u), vec4<u32>(last));
     xr = p.x_off + ms * p.x_stride;

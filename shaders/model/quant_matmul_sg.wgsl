@@ -143,6 +143,12 @@ fn block4(o: vec4<u32>, k0: u32) {
     }
 }
 
+// A lane with nothing to store leaves only with its whole subgroup, whose broadcasts
+// need every lane.
+fn idle(past_the_end: bool) -> bool {
+    return subgroupAll(past_the_end);
+}
+
 // The row's sum of squares: staged, the first eight lanes' own sums together.
 fn row_ss(r: u32) -> f32 {
     if (!staged()) {
