@@ -84,12 +84,6 @@ fn q4_1_block4(o: vec4<u32>, k0: u32) {
     }
 }
 
-// A Q8_0 block is 34 bytes, so every other block of a row starts halfway into a word: its
-// scale is the high half of word a and its quants are words a + 1 .. a + 9; a block at a
-// word boundary has its scale in the low half and each quant word straddles two words.
-// Either way the block lies in words a .. a + 9, and each of those is loaded once (on
-// lavapipe every storage load is a loop over the lanes, and reading four unaligned bytes
-// as two words cost 17 loads a block instead of 9).
 // The four rows' scales from their blocks' first words (`mid`: the block starts halfway).
 fn q8_0_scales(first: vec4<u32>, mid: vec4<bool>) -> vec4<f32> {
     return select(
@@ -104,6 +98,12 @@ fn q8_0_quants(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>) -> vec4<u32> {
     return select((prev >> vec4<u32>(16u)) | (next << vec4<u32>(16u)), next, mid);
 }
 
+// A Q8_0 block is 34 bytes, so every other block of a row starts halfway into a word: its
+// scale is the high half of word a and its quants are words a + 1 .. a + 9; a block at a
+// word boundary has its scale in the low half and each quant word straddles two words.
+// Either way the block lies in words a .. a + 9, and each of those is loaded once (on
+// lavapipe every storage load is a loop over the lanes, and reading four unaligned bytes
+// as two words cost 17 loads a block instead of 9).
 fn q8_0_block4(o: vec4<u32>, k0: u32) {
     let a = o >> vec4<u32>(2u);
     let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);

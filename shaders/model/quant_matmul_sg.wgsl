@@ -40,19 +40,16 @@ fn stage(k0: u32) -> XBlock {
         ss_own += dot(v, v);
         v = v * nv(k);
     }
-    let b = XBlock(
-        subgroupBroadcast(v, 0u),
-        subgroupBroadcast(v, 1u),
-        subgroupBroadcast(v, 2u),
-        subgroupBroadcast(v, 3u),
-        subgroupBroadcast(v, 4u),
-        subgroupBroadcast(v, 5u),
-        subgroupBroadcast(v, 6u),
-        subgroupBroadcast(v, 7u),
-        0.0,
-    );
-    let s = (b.x0 + b.x1) + (b.x2 + b.x3) + ((b.x4 + b.x5) + (b.x6 + b.x7));
-    return XBlock(b.x0, b.x1, b.x2, b.x3, b.x4, b.x5, b.x6, b.x7, s.x + s.y + s.z + s.w);
+    let x0 = subgroupBroadcast(v, 0u);
+    let x1 = subgroupBroadcast(v, 1u);
+    let x2 = subgroupBroadcast(v, 2u);
+    let x3 = subgroupBroadcast(v, 3u);
+    let x4 = subgroupBroadcast(v, 4u);
+    let x5 = subgroupBroadcast(v, 5u);
+    let x6 = subgroupBroadcast(v, 6u);
+    let x7 = subgroupBroadcast(v, 7u);
+    let s = (x0 + x1) + (x2 + x3) + ((x4 + x5) + (x6 + x7));
+    return XBlock(x0, x1, x2, x3, x4, x5, x6, x7, s.x + s.y + s.z + s.w);
 }
 
 // Four W rows' elements against one chunk of x (ROWS is 1 here).
