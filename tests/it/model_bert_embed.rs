@@ -1,6 +1,7 @@
 //! Sentence embeddings (`BertModel::embed`, `model embed`, `model similarity`): a batch of
-//! sentences of different lengths, padded and given per-sentence key lengths, against the
-//! float64 CPU path and each sentence alone, on the tiny random BERT; and on the real
+//! sentences of different lengths, padded and given per-sentence key lengths (in one pass,
+//! and in the passes the adapter's plan cuts), against the float64 CPU path and each
+//! sentence alone, on the tiny random BERT; and on the real
 //! all-MiniLM-L6-v2 against the float64 numpy fixture of
 //! tests/fixtures/models/bert/generate_batch.py (`real::`, ignored: needs the fetched
 //! models; `cargo test --release --test it -- --ignored model_bert_embed::real::`).
@@ -89,6 +90,17 @@ fn a_padded_batch_matches_the_cpu_path_and_each_sentence_alone() {
     }
     let all = embed(&model, SENTENCES, 32);
     assert_rows_close("one batch against float64", &all, &want, 1e-5);
+    // Every sentence padded into one pass, whatever passes the adapter's plan cuts.
+    let weights = model.upload(ctx()).expect("upload");
+    let ids = model.tokenize_sentences(SENTENCES).expect("ids");
+    let pooling = Pooling::MEAN_NORMALIZED;
+    let one_pass = weights.embed_ids_planned(ctx(), &ids, pooling, 32, None);
+    let one_pass = pollster::block_on(one_pass).expect("one padded pass");
+    assert_rows_close("one padded pass against float64", &one_pass, &want, 1e-5);
+    // And cut wherever a pass costs more than the padding it saves.
+    let cut = weights.embed_ids_planned(ctx(), &ids, pooling, 32, Some(0));
+    let cut = pollster::block_on(cut).expect("passes of equal lengths");
+    assert_rows_close("passes of equal lengths", &cut, &all.mapv(f64::from), 1e-5);
     for batch in [1, 3] {
         let got = embed(&model, SENTENCES, batch);
         assert_rows_close(

@@ -326,8 +326,9 @@ pub struct EmbedArgs {
     /// Where to write the embeddings: float32 (sentences, hidden).
     #[arg(long, value_name = "E.npy")]
     pub out: PathBuf,
-    /// Sentences per forward pass (GPU), longest first; each batch is padded to its
-    /// longest sentence and no token attends to padding.
+    /// Sentences per forward pass at most (GPU), longest first; each pass is padded to
+    /// its longest sentence and no token attends to padding. On a CPU adapter (lavapipe)
+    /// a batch is cut into passes of similar lengths where that computes fewer rows.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_EMBED_BATCH)]
     pub batch: usize,
     /// Where to compute: the GPU kernels or the fast f32 CPU path.

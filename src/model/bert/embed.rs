@@ -1,12 +1,13 @@
 //! Sentence embeddings: sentences tokenized and checked, batched longest first (as
 //! sentence-transformers batches), each batch one padded forward pass on the GPU with key
-//! lengths per sentence, then pooled over each sentence's real tokens as the model's
-//! [`SentenceConfig`] says. The CPU path runs the float64 forward on each sentence alone
+//! lengths per sentence (on a CPU adapter a batch may be cut into passes of similar
+//! lengths, see [`plan_passes`]), then pooled over each sentence's real tokens as the
+//! model's [`SentenceConfig`] says. The CPU path runs the float64 forward on each sentence alone
 //! (padding cannot change a sentence's result, so the two agree).
 
 use ndarray::{s, Array2};
 
-use super::batch::{longest_first, PaddedBatch};
+use super::batch::{longest_first, plan_passes, PaddedBatch};
 use super::pooling::{Pooling, SentenceConfig};
 use super::{check_ids, cpu, gpu, BertGpu, BertModel};
 use crate::model::cpu_float::CpuFloat;
@@ -15,6 +16,18 @@ use crate::GpuContext;
 
 /// sentence-transformers' `encode` default.
 pub const DEFAULT_EMBED_BATCH: usize = 32;
+
+/// What a forward pass costs on a CPU adapter beyond its rows, in rows: MiniLM on
+/// lavapipe (`cargo bench --bench embed`) takes about 16 ms a pass and 0.7 ms a row,
+/// padding included, at any batch. There the sentences of a batch are split into passes
+/// of similar lengths where the padding saved outweighs the passes added
+/// ([`plan_passes`]); a GPU runs a batch's padding rows in parallel, so elsewhere each
+/// batch is one pass.
+const CPU_PASS_ROWS: usize = 24;
+
+fn pass_rows(ctx: &GpuContext) -> Option<usize> {
+    (ctx.adapter_info().device_type == wgpu::DeviceType::Cpu).then_some(CPU_PASS_ROWS)
+}
 
 fn check_batch(batch: usize) -> Result<(), ModelError> {
     if batch == 0 {
@@ -100,9 +113,9 @@ impl BertModel {
             .collect()
     }
 
-    /// The embeddings `(sentences, hidden)` of `sentences` on the GPU, `batch` sentences
-    /// per forward pass (longest first; [`DEFAULT_EMBED_BATCH`] is sentence-transformers'
-    /// default), row i for sentence i. `weights` is this model uploaded
+    /// The embeddings `(sentences, hidden)` of `sentences` on the GPU, at most `batch`
+    /// sentences per forward pass (longest first; [`DEFAULT_EMBED_BATCH`] is
+    /// sentence-transformers' default), row i for sentence i. `weights` is this model uploaded
     /// ([`BertModel::upload`]).
     ///
     /// # Errors
@@ -172,9 +185,11 @@ impl BertModel {
 
 impl BertGpu {
     /// The embeddings `(sentences, hidden)` of sentences given as token ids, pooled with
-    /// `pooling`, `batch` per forward pass, longest first. Each forward pass pads its
-    /// sentences to its longest and gives attention each sentence's length as its key
-    /// length, so a sentence's embedding does not depend on its batch.
+    /// `pooling`, at most `batch` per forward pass, longest first. Each forward pass pads
+    /// its sentences to its longest and gives attention each sentence's length as its key
+    /// length, so a sentence's embedding does not depend on its batch. On a CPU adapter,
+    /// where padding rows cost as much as real ones, a batch is cut where lengths drop
+    /// enough that the padding saved outweighs the extra passes.
     ///
     /// # Errors
     /// [`ModelError::Input`] for an empty list, a batch of 0, or a sentence that is empty,
@@ -186,6 +201,25 @@ impl BertGpu {
         pooling: Pooling,
         batch: usize,
     ) -> Result<Array2<f32>, ModelError> {
+        self.embed_ids_planned(ctx, sentences, pooling, batch, pass_rows(ctx))
+            .await
+    }
+
+    /// [`BertGpu::embed_ids`] with the cost of a pass, in rows, given: `None` makes each
+    /// run of `batch` sentences one pass whatever the adapter. For
+    /// tests, which must run padded passes on every adapter.
+    ///
+    /// # Errors
+    /// As [`BertGpu::embed_ids`].
+    #[doc(hidden)]
+    pub async fn embed_ids_planned(
+        &self,
+        ctx: &GpuContext,
+        sentences: &[Vec<u32>],
+        pooling: Pooling,
+        batch: usize,
+        pass_rows: Option<usize>,
+    ) -> Result<Array2<f32>, ModelError> {
         check_batch(batch)?;
         if sentences.is_empty() {
             return Err(no_sentences());
@@ -196,7 +230,10 @@ impl BertGpu {
         let hidden = self.config.hidden_size;
         let lens: Vec<usize> = sentences.iter().map(Vec::len).collect();
         let mut out = Array2::zeros((sentences.len(), hidden));
-        for chunk in longest_first(&lens).chunks(batch) {
+        let order = longest_first(&lens);
+        let sorted: Vec<usize> = order.iter().map(|&i| lens[i]).collect();
+        for pass in plan_passes(&sorted, batch, pass_rows) {
+            let chunk = &order[pass];
             let members: Vec<&[u32]> = chunk.iter().map(|&i| sentences[i].as_slice()).collect();
             let tokens = PaddedBatch::new(&members);
             let want = gpu::Want::default();
