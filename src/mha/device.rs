@@ -5,6 +5,7 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
+use crate::gpu::kernels::linear_tune::LinearProblem;
 use crate::mha::weights::{MhaDims, MhaWeights};
 
 /// [`MhaWeights`] uploaded once, for any number of GPU calls.
@@ -53,6 +54,19 @@ impl MhaGpuWeights {
 pub(crate) async fn submit(ctx: &GpuContext, what: &str, calls: &[Linear<'_>]) -> Result<()> {
     ctx.check_alive()?;
     let kernel = LinearKernel::prepare(ctx).await?;
+    // With tuning on, each projection's shape is timed once per class (see linear_tune).
+    let problems: Vec<LinearProblem> = calls
+        .iter()
+        .filter_map(|c| match *c.w.1.shape() {
+            [cols, inner] => Some(LinearProblem {
+                rows: c.rows,
+                cols,
+                inner,
+            }),
+            _ => None,
+        })
+        .collect();
+    kernel.tune(ctx, &problems).await?;
     let scopes = ErrorScopes::push(ctx);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     for call in calls {

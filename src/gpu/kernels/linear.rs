@@ -27,6 +27,7 @@ use crate::gpu::device::tensor::{GpuTensor, TENSOR_USAGE};
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
+use crate::gpu::kernels::linear_class::LinearClass;
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::gpu::kernels::subgroups::subgroup_sizes;
@@ -424,7 +425,7 @@ fn of_tensor(t: &GpuTensor) -> (&[usize], u64, Elem) {
 /// The dense-layer kernels, built: one pipeline per (shape, W storage, vec4 reads) it
 /// was prepared for.
 pub(crate) struct LinearKernel {
-    shapes: Vec<LinearShape>,
+    pub(super) shapes: Vec<LinearShape>,
     pipes: Vec<((LinearShape, Elem, bool), Arc<KernelPipeline>)>,
 }
 
@@ -550,8 +551,23 @@ impl LinearKernel {
         ctx: &GpuContext,
         encoder: &mut wgpu::CommandEncoder,
         call: &Linear<'_>,
+        w: (&'static str, WeightsRef<'_>),
+        epi: Epilogue<'_>,
+    ) -> Result<()> {
+        self.record_shaped(ctx, encoder, call, w, epi, None)
+    }
+
+    /// As [`LinearKernel::record_with`], in `shape` where one is given (one this kernel
+    /// was prepared with), else in the shape tuned for the problem's class or, untuned,
+    /// the first of the kernel's shapes that covers its rows.
+    pub(crate) fn record_shaped(
+        &self,
+        ctx: &GpuContext,
+        encoder: &mut wgpu::CommandEncoder,
+        call: &Linear<'_>,
         (w_arg, w): (&'static str, WeightsRef<'_>),
         epi: Epilogue<'_>,
+        shape: Option<LinearShape>,
     ) -> Result<()> {
         let (x_arg, x, x_layout) = call.x;
         let (bias_arg, bias) = call.bias;
@@ -592,9 +608,13 @@ impl LinearKernel {
             flags |= FLAG_RESIDUAL;
         }
         let vec4 = vec4_reads(x_layout, inner);
-        let shape = shape_for(&self.shapes, rows).ok_or_else(|| {
-            AttentionError::Unsupported("the dense-layer kernel has no shape".into())
-        })?;
+        let class = LinearClass::new(rows, cols32, inner32, w.elem(), vec4);
+        let shape = shape
+            .or_else(|| ctx.memo.get::<LinearClass, LinearShape>(&class))
+            .or_else(|| shape_for(&self.shapes, rows))
+            .ok_or_else(|| {
+                AttentionError::Unsupported("the dense-layer kernel has no shape".into())
+            })?;
         let key = (shape, w.elem(), vec4);
         let pipe = self
             .pipes

@@ -13,6 +13,8 @@ pub(crate) mod key_loop;
 pub(crate) mod launch;
 pub(crate) mod layout;
 pub(crate) mod linear;
+pub(crate) mod linear_class;
+pub(crate) mod linear_tune;
 pub(crate) mod params;
 pub(crate) mod patterns;
 pub(crate) mod pipelines;

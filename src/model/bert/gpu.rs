@@ -11,7 +11,7 @@ use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
     read_tensors, submit, upload_ids, vec4_reads, wait_idle, AddNorm, AddNormKernel, Elem, Embed,
-    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
+    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, WeightsRef,
 };
 use crate::model::stages::Clock;
 use crate::model::{HeadPatch, LayerInputs, ModelError};
@@ -225,6 +225,15 @@ pub(crate) async fn forward(
         c.head_dim(),
     );
     let k = Kernels::prepare(ctx, c).await?;
+    // With tuning on, the dense layers' shapes are timed once per class (see linear_tune).
+    let dense = |cols, inner| LinearProblem {
+        rows: l,
+        cols,
+        inner,
+    };
+    let f = c.intermediate_size;
+    let dense_problems = [dense(h, h), dense(f, h), dense(h, f)];
+    k.linear.tune(ctx, &dense_problems).await?;
     let s = Scratch::new(ctx, c, batch, len)?;
     // Key padding: each sentence attends to its own tokens only. An unpadded batch needs
     // no key lengths (and takes the attention path a single sequence always took).

@@ -16,6 +16,7 @@ pub(crate) use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 pub(crate) use crate::gpu::kernels::linear::{
     lanes_adapter, vec4_reads, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
 };
+pub(crate) use crate::gpu::kernels::linear_tune::LinearProblem;
 pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
 pub(crate) use crate::gpu::kernels::wgsl::kernel_wgsl;
 use crate::gpu::kernels::{dispatch, pipelines};
