@@ -67,8 +67,9 @@ struct QuantMatmul {
 @group(0) @binding(6) var<storage, read_write> yk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> yv: array<f32>;
 
-// XU (a decoding step's one row): x's row, and with NORM the norm's weight from element
-// NW_AT on, read from a uniform copy rather than from the storage buffers. Every
+// XU (a decoding step's one row, or a short prompt's rows when together they fit below
+// NW_AT): x's rows, and with NORM the norm's weight from element NW_AT on, read from a
+// uniform copy rather than from the storage buffers. Every
 // invocation reads the same x elements, and lavapipe (Mesa 22) loads from a storage
 // buffer lane by lane, in a loop with a bounds check per element, whatever the address;
 // from a uniform buffer a load is one gather, or one scalar load where the address is

@@ -3,8 +3,10 @@
 //! columns of y, so each x element is read once for four W rows, for one row of x (a
 //! decoding step) or four. A [`QuantVariant`] folds neighbouring model kernels into the
 //! product: RMSNorm of x as it is read, a residual add, q/k/v with RoPE into their heads
-//! and the KV store, or SwiGLU over interleaved gate and up rows. The pipelines of both
-//! tile heights are built per weight type and variant at prepare.
+//! and the KV store, or SwiGLU over interleaved gate and up rows. x is first copied into
+//! a uniform buffer wherever all its rows fit there (a decoding step's one row, a short
+//! prompt's few); longer inputs are read from storage. The pipelines of each [`Tile`] a
+//! pass needs are built per weight type and variant at prepare.
 
 use std::sync::Arc;
 
@@ -229,11 +231,11 @@ impl<'a> QuantMatmul<'a> {
 /// The kernel's pipelines for a set of weight types and variants, both tile heights each,
 /// and the stand-ins bound where a variant reads or writes nothing.
 pub(crate) struct QuantMatmulKernel {
-    /// (type, variant, tile rows, the spec's name, pipeline).
+    /// (type, variant, tile, the spec's name, pipeline).
     pipes: Vec<(
         GgmlType,
         QuantVariant,
-        u32,
+        Tile,
         &'static str,
         Arc<KernelPipeline>,
     )>,
@@ -247,14 +249,54 @@ pub(crate) struct QuantMatmulKernel {
 /// Columns of y per invocation (`COLS` in the shader).
 const TILE_COLS: u64 = 4;
 
-/// Rows of y per invocation for a product of `rows` rows of `inner` elements: a single
-/// row reads x from the uniform copy, which holds rows of up to [`XU_NORM_AT`] elements;
-/// anything else (or a wider row) takes tiles of four rows read from storage.
-fn tile_rows(rows: usize, inner: usize) -> u32 {
-    if rows == 1 && inner <= XU_NORM_AT {
-        1
-    } else {
-        4
+/// How a product's invocations cover its rows, and where they read x from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tile {
+    /// One row (a decoding step), read from the uniform copy.
+    One,
+    /// Four rows an invocation, all of x read from the uniform copy.
+    FourUniform,
+    /// Four rows an invocation, read from storage.
+    Four,
+}
+
+impl Tile {
+    /// Rows of y per invocation (`ROWS`).
+    fn rows(self) -> u32 {
+        match self {
+            Tile::One => 1,
+            Tile::FourUniform | Tile::Four => 4,
+        }
+    }
+
+    /// Whether x (and the norm's weight) come from the uniform copy (`XU`).
+    fn uniform(self) -> bool {
+        self != Tile::Four
+    }
+}
+
+/// A product a pass will record, as far as its pipeline depends on it: W's type, the
+/// variant, and how many rows of how wide an x it multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProductShape {
+    pub ty: GgmlType,
+    pub var: QuantVariant,
+    pub rows: usize,
+    pub inner: usize,
+}
+
+/// Every tile, for kernels prepared for products of any number of rows.
+const ALL_TILES: &[Tile] = &[Tile::One, Tile::FourUniform, Tile::Four];
+
+/// The tile of a product of `rows` rows of `inner` elements: x goes through the uniform
+/// copy wherever it fits its [`XU_NORM_AT`] elements (on lavapipe a storage load is a
+/// checked loop over the lanes, a uniform one a gather), a single row by the one-row
+/// tile, a few rows (a short prompt) by tiles of four; longer inputs read storage.
+fn tile_for(rows: usize, inner: usize) -> Tile {
+    match rows.checked_mul(inner) {
+        _ if rows == 1 && inner <= XU_NORM_AT => Tile::One,
+        Some(n) if n <= XU_NORM_AT => Tile::FourUniform,
+        _ => Tile::Four,
     }
 }
 
@@ -274,47 +316,59 @@ impl QuantMatmulKernel {
         Self::prepare_entries(ctx, &wants, subgroups && lanes_adapter(ctx)).await
     }
 
-    /// Builds (or finds cached) the pipelines of every (type, variant) of `wants`.
+    /// Builds (or finds cached) the pipelines the products `wants` take.
     ///
     /// # Errors
     /// A device error building a pipeline.
-    pub(crate) async fn prepare_variants(
-        ctx: &GpuContext,
-        wants: &[(GgmlType, QuantVariant)],
-    ) -> Result<Self> {
-        Self::prepare_entries(ctx, wants, lanes_adapter(ctx)).await
+    pub(crate) async fn prepare_variants(ctx: &GpuContext, wants: &[ProductShape]) -> Result<Self> {
+        let tiled: Vec<_> = wants
+            .iter()
+            .map(|w| (w.ty, w.var, tile_for(w.rows, w.inner)))
+            .collect();
+        Self::build(ctx, &tiled, lanes_adapter(ctx)).await
     }
 
-    /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`.
+    /// The pipelines of `wants` in every tile.
     async fn prepare_entries(
         ctx: &GpuContext,
         wants: &[(GgmlType, QuantVariant)],
         subgroups: bool,
     ) -> Result<Self> {
+        let tiled: Vec<_> = wants
+            .iter()
+            .flat_map(|&(ty, var)| ALL_TILES.iter().map(move |&tile| (ty, var, tile)))
+            .collect();
+        Self::build(ctx, &tiled, subgroups).await
+    }
+
+    /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`.
+    async fn build(
+        ctx: &GpuContext,
+        wants: &[(GgmlType, QuantVariant, Tile)],
+        subgroups: bool,
+    ) -> Result<Self> {
         let mut pipes = Vec::new();
-        for &(ty, var) in wants {
-            for rows in [1u32, 4] {
-                if pipes
-                    .iter()
-                    .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == rows)
-                {
-                    continue;
-                }
-                let constants = [
-                    ("KIND", f64::from(ty.0)),
-                    ("ROWS", f64::from(rows)),
-                    ("NORM", if var.norm { 1.0 } else { 0.0 }),
-                    ("EPI", f64::from(var.epi as u32)),
-                    ("XU", if rows == 1 { 1.0 } else { 0.0 }),
-                ];
-                let spec = if subgroups && rows == 1 {
-                    &SPEC_SUBGROUPS
-                } else {
-                    &SPEC
-                };
-                let pipe = pipeline_with(ctx, spec, &constants).await?;
-                pipes.push((ty, var, rows, spec.name, pipe));
+        for &(ty, var, tile) in wants {
+            if pipes
+                .iter()
+                .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == tile)
+            {
+                continue;
             }
+            let constants = [
+                ("KIND", f64::from(ty.0)),
+                ("ROWS", f64::from(tile.rows())),
+                ("NORM", if var.norm { 1.0 } else { 0.0 }),
+                ("EPI", f64::from(var.epi as u32)),
+                ("XU", if tile.uniform() { 1.0 } else { 0.0 }),
+            ];
+            let spec = if subgroups && tile == Tile::One {
+                &SPEC_SUBGROUPS
+            } else {
+                &SPEC
+            };
+            let pipe = pipeline_with(ctx, spec, &constants).await?;
+            pipes.push((ty, var, tile, spec.name, pipe));
         }
         Ok(Self {
             pipes,
@@ -339,7 +393,7 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let tile = tile_rows(call.rows, w.cols);
+        let tile = tile_for(call.rows, w.cols);
         let var = QuantVariant {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
@@ -407,7 +461,7 @@ impl QuantMatmulKernel {
             inner: u32_of("quant matmul", w.cols)?,
             row_bytes: u32_of("quant matmul", w.row_bytes)?,
             // The uniform copy starts at the row.
-            x_off: u32_of("quant matmul", if tile == 1 { 0 } else { call.x_off })?,
+            x_off: u32_of("quant matmul", if tile.uniform() { 0 } else { call.x_off })?,
             x_stride: u32_of("quant matmul", w.cols)?,
             out: [
                 u32_of("quant matmul", l.len)?,
@@ -426,15 +480,16 @@ impl QuantMatmulKernel {
             pos0: u32_of("quant matmul", s.map_or(0, |s| s.pos0))?,
             positions: u32_of("quant matmul", s.map_or(0, |s| s.positions))?,
         };
-        let groups =
-            (w.rows as u64).div_ceil(64 * TILE_COLS) * (call.rows as u64).div_ceil(u64::from(tile));
+        let groups = (w.rows as u64).div_ceil(64 * TILE_COLS)
+            * (call.rows as u64).div_ceil(u64::from(tile.rows()));
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
-        if tile == 1 {
-            // tile_rows allows one row of at most XU_NORM_AT elements, and W's rows are
-            // whole blocks of at least four elements, so both copies are whole vec4s.
+        if tile.uniform() {
+            // tile_for allows rows of at most XU_NORM_AT elements together, and W's rows
+            // are whole blocks of at least four elements, so both copies are whole vec4s.
             let bytes = w.cols as u64 * 4;
             let x = call.x.buffer();
-            encoder.copy_buffer_to_buffer(x, call.x_off as u64 * 4, &self.x_row, 0, bytes);
+            let x_bytes = bytes * call.rows as u64;
+            encoder.copy_buffer_to_buffer(x, call.x_off as u64 * 4, &self.x_row, 0, x_bytes);
             if let Some(n) = call.norm {
                 let at = XU_NORM_AT as u64 * 4;
                 encoder.copy_buffer_to_buffer(n.weight.buffer(), 0, &self.x_row, at, bytes);

@@ -18,7 +18,7 @@ use crate::model::llama::quant::GgmlType;
 use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
-use crate::model::ops::{read_ranges, EpiKind, QuantMatrix, QuantVariant};
+use crate::model::ops::{read_ranges, EpiKind, ProductShape, QuantMatrix, QuantVariant};
 use crate::model::{
     ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError,
 };
@@ -58,8 +58,8 @@ impl GpuLayer {
         all
     }
 
-    /// The kernel variants this layer's products take.
-    fn variants(&self) -> Vec<(GgmlType, QuantVariant)> {
+    /// The kernel variants this layer's products take, with the width of x each reads.
+    fn variants(&self) -> Vec<(GgmlType, QuantVariant, usize)> {
         let normed = |epi| QuantVariant { norm: true, epi };
         let add = QuantVariant {
             norm: false,
@@ -68,13 +68,16 @@ impl GpuLayer {
         let mut v: Vec<_> = self
             .qkv
             .iter()
-            .map(|(_, w)| (w.ty, normed(EpiKind::Qkv)))
+            .map(|(_, w)| (w.ty, normed(EpiKind::Qkv), w.cols))
             .collect();
-        v.extend([(self.wo.ty, add), (self.down.ty, add)]);
+        v.extend([
+            (self.wo.ty, add, self.wo.cols),
+            (self.down.ty, add, self.down.cols),
+        ]);
         match &self.gate_up {
-            GateUp::Interleaved(w) => v.push((w.ty, normed(EpiKind::SwiGlu))),
+            GateUp::Interleaved(w) => v.push((w.ty, normed(EpiKind::SwiGlu), w.cols)),
             GateUp::Split { gate, up } => {
-                v.extend([gate.ty, up.ty].map(|t| (t, normed(EpiKind::Store))))
+                v.extend([gate, up].map(|w| (w.ty, normed(EpiKind::Store), w.cols)))
             }
         }
         v
@@ -144,8 +147,11 @@ pub struct LlamaGpu {
     zeros: GpuTensor,
     /// `(context, D/2, 2)` cos and sin.
     rope: GpuTensor,
-    /// Every (weight type, kernel variant) the products take, for preparing the pipelines.
-    variants: Vec<(GgmlType, QuantVariant)>,
+    /// Every (weight type, kernel variant, width of x) the layers' products take, for
+    /// preparing the pipelines.
+    variants: Vec<(GgmlType, QuantVariant, usize)>,
+    /// The logits head's (one row in every pass).
+    head_variant: (GgmlType, QuantVariant, usize),
 }
 
 /// A vector (a norm's weight) as f32 on the device.
@@ -184,6 +190,25 @@ fn read_error(e: ndarray::ShapeError) -> ModelError {
 }
 
 impl LlamaGpu {
+    /// The products a pass of `rows` tokens records (every layer's over the rows, the
+    /// logits head over the last), and for a prompt's pass also the one-row products of
+    /// the decoding steps that follow, so that building their pipelines is part of the
+    /// prompt's first pass rather than of the first generated token.
+    pub(crate) fn products(&self, rows: usize) -> Vec<ProductShape> {
+        let shape = |(ty, var, inner), rows| ProductShape {
+            ty,
+            var,
+            rows,
+            inner,
+        };
+        let mut all = vec![shape(self.head_variant, 1)];
+        all.extend(self.variants.iter().map(|&v| shape(v, rows)));
+        if rows > 1 {
+            all.extend(self.variants.iter().map(|&v| shape(v, 1)));
+        }
+        all
+    }
+
     pub(crate) fn upload(ctx: &GpuContext, m: &LlamaModel) -> Result<Self, ModelError> {
         let c = *m.config();
         let t = m.tensors();
@@ -215,8 +240,9 @@ impl LlamaGpu {
             .as_ref()
             .map(|o| upload_matrix(ctx, "output.weight", o))
             .transpose()?;
-        let head_ty = lm_head.as_ref().unwrap_or(&embed).ty;
-        let mut variants = vec![(head_ty, QuantVariant::PLAIN)];
+        let head = lm_head.as_ref().unwrap_or(&embed);
+        let head_variant = (head.ty, QuantVariant::PLAIN, head.cols);
+        let mut variants = Vec::new();
         for l in &layers {
             for v in l.variants() {
                 if !variants.contains(&v) {
@@ -234,6 +260,7 @@ impl LlamaGpu {
             zeros: GpuTensor::empty(ctx, &[c.hidden])?,
             rope: upload_f32(ctx, "rope", &table, &[c.context, c.head_dim / 2, 2])?,
             variants,
+            head_variant,
         })
     }
 

@@ -102,10 +102,11 @@ struct Kernels {
 }
 
 impl Kernels {
-    async fn prepare(ctx: &GpuContext, m: &LlamaGpu) -> Result<Self, ModelError> {
+    /// The pipelines of a pass of `rows` tokens (one-row products only for one token).
+    async fn prepare(ctx: &GpuContext, m: &LlamaGpu, rows: usize) -> Result<Self, ModelError> {
         Ok(Self {
             embed: QuantEmbedKernel::prepare(ctx, &m.embed).await?,
-            matmul: QuantMatmulKernel::prepare_variants(ctx, &m.variants).await?,
+            matmul: QuantMatmulKernel::prepare_variants(ctx, &m.products(rows)).await?,
             norm: RmsNormKernel::prepare(ctx).await?,
             silu_mul: SiluMulKernel::prepare(ctx).await?,
             merge: MergeHeadsKernel::prepare(ctx).await?,
@@ -148,7 +149,7 @@ pub(crate) async fn run(
     let (h, hq, hkv, d, f) = (c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate);
     let seen = [u32::try_from(off + l)
         .map_err(|_| ModelError::input("ids", format!("{} positions exceed 32 bits", off + l)))?];
-    let kern = Kernels::prepare(ctx, m).await?;
+    let kern = Kernels::prepare(ctx, m, l).await?;
     // One new token against the cache takes the split-KV decode whatever the cache's
     // length: Auto keeps it for 1,024 keys and more, but below that its fused kernel
     // spends a workgroup of rows on the one query row (on lavapipe a decoding step's
