@@ -273,13 +273,6 @@ fn path_name(path: KernelPath) -> &'static str {
     }
 }
 
-fn wait(ctx: &GpuContext) -> Result<()> {
-    ctx.device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map(|_| ())
-        .map_err(|e| AttentionError::Device(format!("waiting for the device: {e}")))
-}
-
 /// Measures `config` on the GPU: uploads once, one warm-up call, then `iters` timed
 /// calls, each its own submission.
 ///
@@ -312,7 +305,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
             .collect::<Result<_>>()?,
     };
     ctx.queue.submit([]);
-    wait(ctx)?;
+    ctx.wait_for_device()?;
     let upload_ms = started.elapsed().as_secs_f64() * 1e3;
     let call = CallInputs {
         q: &tensors[0],
@@ -337,7 +330,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         }
         let submitted = Instant::now();
         ctx.queue.submit([encoder.finish()]);
-        wait(ctx)?;
+        ctx.wait_for_device()?;
         let wall = submitted.elapsed().as_secs_f64() * 1e3;
         let ms = match &timer {
             Some(t) => t.read_ms(ctx).await?,

@@ -226,6 +226,19 @@ impl GpuContext {
         }
     }
 
+    /// Blocks until the device has finished everything submitted (timing and
+    /// measuring; the browser cannot block).
+    ///
+    /// # Errors
+    /// [`AttentionError::Device`] when the wait fails.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn wait_for_device(&self) -> crate::error::Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| AttentionError::Device(format!("waiting for the device: {e}")))
+    }
+
     /// The error to report for a failure described by `detail`: a lost device when the
     /// device has been lost (polling once lets wgpu notice a destroyed device and run
     /// the lost callback), the device's own message otherwise.

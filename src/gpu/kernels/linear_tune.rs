@@ -67,7 +67,7 @@ mod timing {
     use std::time::Instant;
 
     use super::LinearProblem;
-    use crate::error::{AttentionError, Result};
+    use crate::error::Result;
     use crate::gpu::device::context::GpuContext;
     use crate::gpu::device::tensor::GpuTensor;
     use crate::gpu::kernels::linear::{
@@ -80,13 +80,6 @@ mod timing {
     const ROUNDS: usize = 3;
     /// Launches per timed submission.
     const LAUNCHES: usize = 4;
-
-    fn wait(ctx: &GpuContext) -> Result<()> {
-        ctx.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| AttentionError::Device(format!("waiting for the device: {e}")))
-    }
 
     /// The fastest of `kernel`'s shapes on `p` (zeros: the kernels take no data-dependent
     /// branch), or `None` where no shape ran.
@@ -122,7 +115,7 @@ mod timing {
             }
             let started = Instant::now();
             ctx.queue.submit([encoder.finish()]);
-            wait(ctx)?;
+            ctx.wait_for_device()?;
             Ok(started.elapsed().as_secs_f64())
         };
         let shapes = kernel.shapes.clone();

@@ -68,9 +68,7 @@ mod native {
         }
         let started = Instant::now();
         ctx.queue.submit([encoder.finish()]);
-        ctx.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| AttentionError::Device(format!("waiting for the device: {e}")))?;
+        ctx.wait_for_device()?;
         match timer {
             Some(t) => t.read_ms(ctx).await,
             None => Ok(started.elapsed().as_secs_f64() * 1e3),
