@@ -21,6 +21,25 @@ pub(crate) struct LinearProblem {
     pub inner: usize,
 }
 
+impl LinearProblem {
+    /// The layer of this problem over row-major `x`, `w`, `bias` and `y`.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn row_major<'a>(
+        &self,
+        [x, w, bias, y]: [&'a crate::gpu::device::tensor::GpuTensor; 4],
+    ) -> crate::gpu::kernels::linear::Linear<'a> {
+        use crate::gpu::kernels::linear::{HeadLayout, Linear};
+        let layout = |width: usize| HeadLayout::rows(self.rows as u32, width as u32);
+        Linear {
+            x: ("x", x, layout(self.inner)),
+            w: ("w", w),
+            bias: ("bias", bias),
+            y: ("y", y, layout(self.cols)),
+            rows: self.rows,
+        }
+    }
+}
+
 impl LinearKernel {
     /// With tuning on and more than one shape: for each of `problems` (f32 W, plain
     /// row-major x) whose class has no decision yet, times every shape of this kernel on
@@ -70,9 +89,7 @@ mod timing {
     use crate::error::Result;
     use crate::gpu::device::context::GpuContext;
     use crate::gpu::device::tensor::GpuTensor;
-    use crate::gpu::kernels::linear::{
-        Epilogue, HeadLayout, Linear, LinearKernel, LinearShape, WeightsRef,
-    };
+    use crate::gpu::kernels::linear::{Epilogue, LinearKernel, LinearShape, WeightsRef};
 
     /// Rounds over all shapes after one untimed launch each (which builds nothing: the
     /// kernel's pipelines exist); shapes take turns within a round, so a burst of load
@@ -92,14 +109,7 @@ mod timing {
         let w = GpuTensor::empty(ctx, &[p.cols, p.inner])?;
         let bias = GpuTensor::empty(ctx, &[p.cols])?;
         let y = GpuTensor::empty(ctx, &[p.rows, p.cols])?;
-        let layout = |width: usize| HeadLayout::rows(p.rows as u32, width as u32);
-        let call = Linear {
-            x: ("x", &x, layout(p.inner)),
-            w: ("w", &w),
-            bias: ("bias", &bias),
-            y: ("y", &y, layout(p.cols)),
-            rows: p.rows,
-        };
+        let call = p.row_major([&x, &w, &bias, &y]);
         let run = |shape: LinearShape, launches: usize| -> Result<f64> {
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             for _ in 0..launches {
@@ -159,7 +169,7 @@ mod tests {
 
     use super::*;
     use crate::gpu::device::tensor::GpuTensor;
-    use crate::gpu::kernels::linear::{shapes, HeadLayout, Linear};
+    use crate::gpu::kernels::linear::shapes;
 
     #[test]
     fn row_classes_run_their_largest_rows() {
@@ -210,14 +220,7 @@ mod tests {
             t(b.view().into_dyn()),
         );
         let yt = GpuTensor::empty(&ctx, &[p.rows, p.cols]).expect("y");
-        let layout = |width: usize| HeadLayout::rows(p.rows as u32, width as u32);
-        let call = Linear {
-            x: ("x", &xt, layout(p.inner)),
-            w: ("w", &wt),
-            bias: ("bias", &bt),
-            y: ("y", &yt, layout(p.cols)),
-            rows: p.rows,
-        };
+        let call = p.row_major([&xt, &wt, &bt, &yt]);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
         kernel.record(&ctx, &mut encoder, &call).expect("record");
         ctx.queue.submit([encoder.finish()]);

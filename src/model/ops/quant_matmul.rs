@@ -228,8 +228,8 @@ impl<'a> QuantMatmul<'a> {
     }
 }
 
-/// The kernel's pipelines for a set of weight types and variants, both tile heights each,
-/// and the stand-ins bound where a variant reads or writes nothing.
+/// The kernel's pipelines for a set of weight types, variants and tiles, and the
+/// stand-ins bound where a variant reads or writes nothing.
 pub(crate) struct QuantMatmulKernel {
     /// (type, variant, tile, the spec's name, pipeline).
     pipes: Vec<(
@@ -294,7 +294,7 @@ const ALL_TILES: &[Tile] = &[Tile::One, Tile::FourUniform, Tile::Four];
 /// tile, a few rows (a short prompt) by tiles of four; longer inputs read storage.
 fn tile_for(rows: usize, inner: usize) -> Tile {
     match rows.checked_mul(inner) {
-        _ if rows == 1 && inner <= XU_NORM_AT => Tile::One,
+        Some(n) if n <= XU_NORM_AT && rows == 1 => Tile::One,
         Some(n) if n <= XU_NORM_AT => Tile::FourUniform,
         _ => Tile::Four,
     }
