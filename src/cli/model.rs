@@ -108,7 +108,14 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
             chat,
             system,
             backend,
+            stages,
         } => {
+            if *stages && *backend != Backend::Gpu {
+                return Err(CliError::input(
+                    "--stages",
+                    "times the GPU's passes: it needs --backend gpu",
+                ));
+            }
             if !(temperature.is_finite() && *temperature >= 0.0) {
                 return Err(CliError::input(
                     "--temperature",
@@ -131,7 +138,7 @@ pub fn run(cmd: &ModelCommand) -> Result<(), CliError> {
                 stop_at_eos: !ignore_eos,
             };
             let chat = chat.then_some(system.as_deref());
-            generate(model, text, &opts, chat, *backend)
+            generate(model, text, &opts, chat, (*backend, *stages))
         }
     }
 }
@@ -502,7 +509,7 @@ fn generate(
     text: &TextArg,
     opts: &GenerateOptions,
     chat: Option<Option<&str>>,
-    backend: Backend,
+    (backend, stages): (Backend, bool),
 ) -> Result<(), CliError> {
     let mut model = load(model)?;
     if !model.info().causal {
@@ -548,16 +555,29 @@ fn generate(
             }
         }
     };
+    let mut split = None;
     let stats = match backend {
         Backend::Cpu => model.generate_cpu(&ids, opts, &mut on_token),
         Backend::Gpu => {
             let ctx = gpu()?;
             let weights = model.upload(&ctx).map_err(to_cli)?;
-            pollster::block_on(weights.generate(&ctx, &ids, opts, &mut on_token))
+            if stages {
+                let run = weights.generate_with_stages(&ctx, &ids, opts, &mut on_token);
+                pollster::block_on(run).map(|(stats, times)| {
+                    split = Some(times);
+                    stats
+                })
+            } else {
+                pollster::block_on(weights.generate(&ctx, &ids, opts, &mut on_token))
+            }
         }
     }
     .map_err(to_cli)?;
     out!();
+    if let Some(times) = &split {
+        eprintln!("device time per generated token, by stage (timestamp queries):");
+        print_stages(backend, times);
+    }
     let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { f64::INFINITY };
     let after_first = stats.generated.len().saturating_sub(1);
     eprintln!(

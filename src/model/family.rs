@@ -7,7 +7,7 @@ use super::bert::{BertGpu, BertModel};
 use super::llama::{LlamaGpu, LlamaModel};
 use super::{
     ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError, ModelInfo,
-    Token,
+    StageTimes, Token,
 };
 use crate::GpuContext;
 
@@ -216,6 +216,28 @@ impl ModelGpu {
         match self {
             Self::Bert(m) => m.generate(ctx, prompt, opts, on_token).await,
             Self::Llama(m) => m.generate(ctx, prompt, opts, on_token).await,
+        }
+    }
+
+    /// [`ModelGpu::generate`], with the device time of each generated token's pass per
+    /// stage (see [`LlamaGpu::generate_with_stages`]).
+    ///
+    /// # Errors
+    /// As [`ModelGpu::generate`]; [`ModelError::Unsupported`] when the device has no
+    /// timestamp queries.
+    pub async fn generate_with_stages(
+        &self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<(GenerateStats, StageTimes), ModelError> {
+        match self {
+            Self::Bert(m) => m
+                .generate(ctx, prompt, opts, on_token)
+                .await
+                .map(|stats| (stats, StageTimes::default())),
+            Self::Llama(m) => m.generate_with_stages(ctx, prompt, opts, on_token).await,
         }
     }
 }

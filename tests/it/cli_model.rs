@@ -181,6 +181,25 @@ fn bad_model_input_exits_2_naming_the_flag() {
         .to_vec(),
         "--temperature",
     );
+    check(
+        "stages on the CPU",
+        [
+            "model",
+            "generate",
+            "--model",
+            &m,
+            "--text",
+            "a",
+            "--max-new-tokens",
+            "3",
+            "--stages",
+            "--backend",
+            "cpu",
+        ]
+        .map(String::from)
+        .to_vec(),
+        "--stages",
+    );
 }
 
 /// `model rollout` writes the rollout of the attention `model attention` writes (one

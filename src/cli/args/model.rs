@@ -296,6 +296,12 @@ pub enum ModelCommand {
         /// Where to compute: the GPU kernels or the fast f32 CPU path.
         #[arg(long, value_enum, default_value_t = Backend::Gpu)]
         backend: Backend,
+        /// Also print the device time of each generated token's pass per stage (q/k/v,
+        /// attention, the other projections, the head; summed over layers), averaged
+        /// over the tokens after the first, from timestamp queries (GPU backend, on
+        /// adapters that have them).
+        #[arg(long)]
+        stages: bool,
     },
     /// Sentence embeddings (BERT sentence-transformers models): the pooling and
     /// normalisation of the model's modules.json, one float32 row per sentence.

@@ -1,5 +1,5 @@
 //! The device and what lives on it: the context, error scopes, buffers, readback, the
-//! timer and tensors.
+//! timer, stage marks and tensors.
 
 pub(crate) mod buffers;
 pub(crate) mod context;
@@ -8,6 +8,7 @@ pub(crate) mod memo;
 pub(crate) mod outputs;
 pub(crate) mod readback;
 pub(crate) mod scopes;
+pub(crate) mod stage_marks;
 pub(crate) mod tensor;
 // Timing needs a blocking clock: the bench module and the tuner, native only.
 #[cfg(not(target_arch = "wasm32"))]

@@ -1,5 +1,5 @@
 //! The one file that reaches into the crate's device layer: pipelines, bind groups,
-//! uniform buffers, error scopes, readback and the dense-layer kernel. Everything else
+//! uniform buffers, error scopes, readback, stage timestamps and the dense-layer kernel. Everything else
 //! under `model` goes through the names re-exported here.
 
 use std::sync::Arc;
@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::gpu::device::buffers;
 pub(crate) use crate::gpu::device::readback::read_ranges;
 pub(crate) use crate::gpu::device::scopes::ErrorScopes;
+pub(crate) use crate::gpu::device::stage_marks::StageMarks;
 use crate::{GpuContext, GpuTensor};
 
 pub(crate) use crate::gpu::kernels::dispatch::range;

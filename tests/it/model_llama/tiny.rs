@@ -160,6 +160,49 @@ fn gpu_generation_with_the_cache_equals_recomputation_and_the_cpu() {
     }
 }
 
+/// Timing the stages changes no token, and splits each generated token's pass into the
+/// seven stages in order, every one timed (with and without the cache); an adapter
+/// without timestamp queries refuses it.
+#[test]
+fn generation_with_stage_times_gives_the_same_tokens_and_every_stage() {
+    let m = tiny_model(3, false);
+    let gpu = m.upload(ctx()).expect("upload");
+    let timestamps = ctx().features().contains(wgpu::Features::TIMESTAMP_QUERY);
+    for use_cache in [true, false] {
+        let o = opts(6, use_cache, Sampling::Greedy);
+        let plain = pollster::block_on(gpu.generate(ctx(), &prompt(), &o, &mut |_| {}));
+        let timed = pollster::block_on(gpu.generate_with_stages(ctx(), &prompt(), &o, &mut |_| {}));
+        if !timestamps {
+            assert!(
+                matches!(timed, Err(ModelError::Unsupported(_))),
+                "{timed:?}"
+            );
+            continue;
+        }
+        let (stats, times) = timed.expect("timed");
+        assert_eq!(stats.generated, plain.expect("plain").generated);
+        let stages: Vec<&str> = times.entries().iter().map(|(s, _)| *s).collect();
+        assert_eq!(
+            stages,
+            [
+                "embedding",
+                "q/k/v projection",
+                "attention",
+                "output projection",
+                "gate/up projection",
+                "down projection",
+                "final norm + logits head",
+            ],
+            "use_cache {use_cache}"
+        );
+        for (stage, seconds) in times.entries() {
+            assert!(seconds.is_finite() && *seconds >= 0.0, "{stage}: {seconds}");
+        }
+        // The products do work on every adapter: their clock moved.
+        assert!(times.total() > 0.0, "{times:?}");
+    }
+}
+
 #[test]
 fn generation_stops_before_the_end_of_sequence_token() {
     let m = tiny_model(4, true);

@@ -18,9 +18,11 @@ use crate::model::llama::quant::GgmlType;
 use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
-use crate::model::ops::{read_ranges, EpiKind, ProductShape, QuantMatrix, QuantVariant};
+use crate::model::ops::{
+    read_ranges, EpiKind, ProductShape, QuantMatrix, QuantVariant, StageMarks,
+};
 use crate::model::{
-    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError,
+    ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError, StageTimes,
 };
 use crate::{GpuContext, GpuTensor};
 
@@ -312,7 +314,7 @@ impl LlamaGpu {
             weights: weights.as_deref(),
             ..Default::default()
         };
-        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
+        pass::run(ctx, self, &ws, &mut kv, ids, taps, None).await?;
         let mut ranges = vec![
             (ws.logits.buffer(), 0, c.vocab as u64 * 4),
             (ws.xn.buffer(), 0, ws.xn.len() as u64 * 4),
@@ -359,7 +361,7 @@ impl LlamaGpu {
             patch: Some((patch.layer, patch.head, &out)),
             ..Default::default()
         };
-        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
+        pass::run(ctx, self, &ws, &mut kv, ids, taps, None).await?;
         let ranges = [
             (ws.logits.buffer(), 0, c.vocab as u64 * 4),
             (ws.xn.buffer(), 0, ws.xn.len() as u64 * 4),
@@ -398,7 +400,7 @@ impl LlamaGpu {
             queries: Some(&queries),
             ..Default::default()
         };
-        pass::run(ctx, self, &ws, &mut kv, ids, taps).await?;
+        pass::run(ctx, self, &ws, &mut kv, ids, taps, None).await?;
         let mut ranges = Vec::with_capacity(3 * c.layers);
         for ((q, k), v) in queries.iter().zip(&kv.k).zip(&kv.v) {
             for t in [q, k, v] {
@@ -435,6 +437,49 @@ impl LlamaGpu {
         opts: &GenerateOptions,
         on_token: &mut dyn FnMut(u32),
     ) -> Result<GenerateStats, ModelError> {
+        self.generate_marked(ctx, prompt, opts, on_token, None)
+            .await
+    }
+
+    /// [`LlamaGpu::generate`], with the device time of every generated token's pass
+    /// split into its stages by timestamp queries: per stage (embedding, q/k/v
+    /// projection, attention, output projection, gate/up projection, down projection,
+    /// final norm + logits head, each summed over layers), the mean over the passes after
+    /// the prompt's, in seconds. The tokens are those of `generate`; each pass carries
+    /// about 150 more timestamps (empty compute passes), which the device's total
+    /// includes. The prompt's pass, which builds the pipelines, is not in the split.
+    ///
+    /// # Errors
+    /// As [`LlamaGpu::generate`]; [`ModelError::Unsupported`] when the device has no
+    /// timestamp queries.
+    pub async fn generate_with_stages(
+        &self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+    ) -> Result<(GenerateStats, StageTimes), ModelError> {
+        if !ctx.features.contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return Err(ModelError::Unsupported(format!(
+                "timing stages needs timestamp queries, which adapter {:?} does not offer",
+                ctx.adapter_info().name
+            )));
+        }
+        let mut split = StepStages::default();
+        let stats = self
+            .generate_marked(ctx, prompt, opts, on_token, Some(&mut split))
+            .await?;
+        Ok((stats, split.mean()))
+    }
+
+    async fn generate_marked(
+        &self,
+        ctx: &GpuContext,
+        prompt: &[u32],
+        opts: &GenerateOptions,
+        on_token: &mut dyn FnMut(u32),
+        mut split: Option<&mut StepStages>,
+    ) -> Result<GenerateStats, ModelError> {
         check_generate(&self.config, prompt, opts)?;
         let mut run = Generation::new(self.eos, prompt, opts);
         if run.done() {
@@ -443,17 +488,21 @@ impl LlamaGpu {
         if opts.use_cache {
             let mut kv = KvStore::new(ctx, self, prompt.len() + opts.max_new_tokens)?;
             let ws = Workspace::new(ctx, self, prompt.len())?;
-            let mut logits = self.logits(ctx, &ws, &mut kv, prompt).await?;
+            let mut logits = self.logits(ctx, &ws, &mut kv, prompt, None).await?;
             let step = Workspace::new(ctx, self, 1)?;
             while let Some(t) = run.accept(&logits, on_token) {
-                logits = self.logits(ctx, &step, &mut kv, &[t]).await?;
+                let split = split.as_deref_mut();
+                logits = self.logits(ctx, &step, &mut kv, &[t], split).await?;
             }
         } else {
+            let mut first = true;
             loop {
                 let seq = run.sequence();
                 let mut kv = KvStore::new(ctx, self, seq.len())?;
                 let ws = Workspace::new(ctx, self, seq.len())?;
-                let logits = self.logits(ctx, &ws, &mut kv, &seq).await?;
+                let timed = if first { None } else { split.as_deref_mut() };
+                first = false;
+                let logits = self.logits(ctx, &ws, &mut kv, &seq, timed).await?;
                 if run.accept(&logits, on_token).is_none() {
                     break;
                 }
@@ -469,10 +518,59 @@ impl LlamaGpu {
         ws: &Workspace,
         kv: &mut KvStore,
         ids: &[u32],
+        split: Option<&mut StepStages>,
     ) -> Result<Vec<f32>, ModelError> {
-        pass::run(ctx, self, ws, kv, ids, pass::Taps::default()).await?;
+        let Some(split) = split else {
+            pass::run(ctx, self, ws, kv, ids, pass::Taps::default(), None).await?;
+            return self.read_logits(ctx, ws).await;
+        };
+        let mut marks = StageMarks::new(ctx, pass::marks_per_pass(self))?.ok_or_else(|| {
+            ModelError::Unsupported("the device lost its timestamp queries".into())
+        })?;
+        pass::run(
+            ctx,
+            self,
+            ws,
+            kv,
+            ids,
+            pass::Taps::default(),
+            Some(&mut marks),
+        )
+        .await?;
+        let logits = self.read_logits(ctx, ws).await?;
+        split.add(&marks.read_ms(ctx).await?);
+        Ok(logits)
+    }
+
+    async fn read_logits(&self, ctx: &GpuContext, ws: &Workspace) -> Result<Vec<f32>, ModelError> {
         let bytes = self.config.vocab as u64 * 4;
         let data = read_ranges(ctx, &[(ws.logits.buffer(), 0, bytes)]).await?;
         Ok(data.into_iter().next().unwrap_or_default())
+    }
+}
+
+/// Stage times summed over timed passes, and how many passes were timed.
+#[derive(Default)]
+struct StepStages {
+    sums: StageTimes,
+    passes: usize,
+}
+
+impl StepStages {
+    /// Adds one pass's `(stage, milliseconds)` marks.
+    fn add(&mut self, marks: &[(&'static str, f64)]) {
+        for &(stage, ms) in marks {
+            self.sums.add(stage, ms / 1e3);
+        }
+        self.passes += 1;
+    }
+
+    /// Seconds per stage per timed pass, in [`pass::STAGES`]'s order.
+    fn mean(&self) -> StageTimes {
+        let mut mean = StageTimes::default();
+        for &(stage, seconds) in self.sums.entries() {
+            mean.add(stage, seconds / self.passes.max(1) as f64);
+        }
+        mean
     }
 }

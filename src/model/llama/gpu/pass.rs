@@ -21,7 +21,7 @@
 use super::{GateUp, LlamaGpu};
 use crate::model::ops::{
     ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
-    QuantMatmul, QuantMatmulKernel, QuantNorm, RmsNorm, RmsNormKernel, SiluMulKernel,
+    QuantMatmul, QuantMatmulKernel, QuantNorm, RmsNorm, RmsNormKernel, SiluMulKernel, StageMarks,
 };
 use crate::model::ModelError;
 use crate::{
@@ -125,10 +125,29 @@ pub(crate) struct Taps<'a> {
     pub patch: Option<(usize, usize, &'a GpuTensor)>,
 }
 
+/// The stages [`run`] marks, in order, after the mark that starts the clock: the
+/// embedding, then per layer q/k/v, attention, the output projection, gate/up and
+/// down, then the final norm and the logits head.
+pub(crate) const STAGES: [&str; 7] = [
+    "embedding",
+    "q/k/v projection",
+    "attention",
+    "output projection",
+    "gate/up projection",
+    "down projection",
+    "final norm + logits head",
+];
+
+/// Marks a pass of `m` makes with [`run`].
+pub(crate) fn marks_per_pass(m: &LlamaGpu) -> u32 {
+    (3 + 5 * m.layers.len()) as u32
+}
+
 /// Runs `ids` (the tokens at positions `kv.len..`) through the model, appending their
 /// keys and values to `kv`; leaves the final norm's rows in `ws.xn` and the last row's
 /// logits in `ws.logits`, and what `taps` asks for in its tensors. One submission;
-/// nothing is read back.
+/// nothing is read back. With `marks` (sized by [`marks_per_pass`]), a timestamp ends
+/// each of [`STAGES`] in every layer.
 pub(crate) async fn run(
     ctx: &GpuContext,
     m: &LlamaGpu,
@@ -136,6 +155,7 @@ pub(crate) async fn run(
     kv: &mut KvStore,
     ids: &[u32],
     taps: Taps<'_>,
+    mut marks: Option<&mut StageMarks>,
 ) -> Result<(), ModelError> {
     let weights = taps.weights;
     let c = &m.config;
@@ -179,8 +199,17 @@ pub(crate) async fn run(
     let scopes = ErrorScopes::push(ctx);
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let e = &mut enc;
+    let mut mark = |e: &mut wgpu::CommandEncoder, stage: &'static str| {
+        if let Some(marks) = marks.as_deref_mut() {
+            marks.mark(e, stage);
+        }
+    };
+    let [embedding, qkv_stage, attention_stage, out_stage, gate_up_stage, down_stage, head_stage] =
+        STAGES;
+    mark(e, "start");
     let eps = c.rms_eps as f32;
     kern.embed.record(ctx, e, (&ws.ids, l), &m.embed, &ws.x)?;
+    mark(e, embedding);
     let q_layout = OutLayout {
         len: l,
         heads: hq,
@@ -233,6 +262,7 @@ pub(crate) async fn run(
             );
             kern.matmul.record(ctx, e, &call)?;
         }
+        mark(e, qkv_stage);
         if let Some(to) = taps.queries.and_then(|t| t.get(li)) {
             let bytes = ws.q.len() as u64 * 4;
             e.copy_buffer_to_buffer(ws.q.buffer(), 0, to.buffer(), 0, bytes);
@@ -246,6 +276,7 @@ pub(crate) async fn run(
             lse: None,
         };
         attention.record(ctx, e, &buffers)?;
+        mark(e, attention_stage);
         if let Some((_, head, out)) = taps.patch.filter(|(layer, _, _)| *layer == li) {
             // Head h of (1, heads, rows, D) is one contiguous block.
             let bytes = out.len() as u64 * 4;
@@ -267,6 +298,7 @@ pub(crate) async fn run(
         };
         let out = product(attn_rows, &lw.wo, &ws.x, rows, None, QuantEpilogue::Add);
         kern.matmul.record(ctx, e, &out)?;
+        mark(e, out_stage);
         let ffn_norm = Some(QuantNorm {
             weight: &lw.ffn_norm,
             eps,
@@ -286,8 +318,10 @@ pub(crate) async fn run(
                 kern.silu_mul.record(ctx, e, &ws.gate, &ws.up, l * f)?;
             }
         }
+        mark(e, gate_up_stage);
         let down = product(&ws.gate, &lw.down, &ws.x, rows, None, QuantEpilogue::Add);
         kern.matmul.record(ctx, e, &down)?;
+        mark(e, down_stage);
     }
     kern.norm.record(
         ctx,
@@ -309,6 +343,10 @@ pub(crate) async fn run(
         OutLayout::rows(1, c.vocab),
     );
     kern.matmul.record(ctx, e, &head)?;
+    mark(e, head_stage);
+    if let Some(marks) = marks.as_deref() {
+        marks.resolve(&mut enc);
+    }
     ctx.queue().submit([enc.finish()]);
     scopes.pop(ctx, "llama forward pass").await?;
     kv.len = off + l;
