@@ -130,7 +130,9 @@ impl PreparedAttention {
     /// results are in `buffers.out` (and `weights`, `lse`) once the application has
     /// submitted the encoder. Passes recorded before it may write the inputs; passes
     /// after it may read the outputs. The buffers are checked first, so a wrong one is
-    /// an error here rather than a wgpu validation failure at submission.
+    /// an error here rather than a wgpu validation failure at submission. The split-KV
+    /// path (decoding) allocates its scratch (partials, parameters) at the first record
+    /// and reuses it in every later one, in any encoder, until this is dropped.
     ///
     /// # Errors
     /// [`AttentionError::Shape`] naming the buffer (`q`, `k`, `v`, `out`, `weights`,

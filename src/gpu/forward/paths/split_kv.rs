@@ -6,13 +6,13 @@
 //! where the adapter has subgroups (groups of lanes share a key), or fused.wgsl with
 //! `PARTIAL` where the fused path must cut long key ranges (see `routing/budget.rs`).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
-use crate::gpu::forward::io::Recording;
+use crate::gpu::forward::io::{ForwardOutputs, Recording};
 use crate::gpu::forward::paths::one_pass::{limits, split_buffer};
 use crate::gpu::kernels::combine::{self, KeySplit};
 use crate::gpu::kernels::decode::DecodeKernel;
@@ -23,6 +23,7 @@ use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::kernels::launch::{self, SplitParams};
 use crate::gpu::kernels::pipelines::{pipeline, KernelPipeline};
 use crate::gpu::kernels::plan::plan;
+use crate::gpu::kernels::plan::Chunk;
 use crate::problem::Problem;
 
 /// Device bytes the partials of one chunk may take; rows are chunked to stay under it.
@@ -95,6 +96,32 @@ pub(crate) struct SplitKv {
     first_pipe: Arc<KernelPipeline>,
     merge_pipe: Arc<KernelPipeline>,
     ranges: KeyRanges,
+    /// The scratch of the last problem recorded, kept for the next record of the same
+    /// problem: a prepared call records once per layer of a model's every step, and on
+    /// a CPU driver allocating and zeroing the partials each time cost about as much as
+    /// the kernel at short key lengths. Reuse within one encoder is safe: wgpu orders
+    /// each record's writes of the partials after the previous record's reads.
+    scratch: Mutex<Option<Arc<Scratch>>>,
+}
+
+/// What one problem's record binds besides the caller's buffers: the chunks and how
+/// their keys are cut, the partials, the chunks' parameters and the key ranges.
+struct Scratch {
+    p: Problem,
+    lse: bool,
+    chunks: Vec<Chunk>,
+    layouts: Vec<SplitParams>,
+    partials: wgpu::Buffer,
+    bind: ChunkBindings,
+    splits: wgpu::Buffer,
+    split_stride: u64,
+}
+
+impl Scratch {
+    /// Device bytes it holds.
+    fn bytes(&self) -> u64 {
+        self.partials.size() + self.splits.size() + self.bind.bytes()
+    }
 }
 
 impl SplitKv {
@@ -117,6 +144,7 @@ impl SplitKv {
             merge_pipe: pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants())
                 .await?,
             ranges,
+            scratch: Mutex::new(None),
         })
     }
 
@@ -128,8 +156,83 @@ impl SplitKv {
     /// to fit, or a device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
-        let (elem, first) = (self.elem, self.first);
         let (pipe, merge) = (&self.first_pipe, &self.merge_pipe);
+        let scratch = self.scratch(ctx, p, outputs)?;
+        let Scratch {
+            chunks,
+            layouts,
+            partials,
+            bind,
+            splits,
+            split_stride,
+            ..
+        } = &*scratch;
+        let split_stride = *split_stride;
+        let split_size = std::mem::size_of::<SplitParams>() as u64;
+
+        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("wgpu-attention decode"),
+            timestamp_writes: None,
+        });
+        for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
+            let (outs, pairs) = combine::partial_elems(p, chunk, layout);
+            let partial_bytes = (outs + pairs) * 4;
+            let split_range = || range(splits, n as u64 * split_stride, split_size);
+            let resources = bind.key_loop(
+                n,
+                inputs,
+                chunk,
+                [
+                    range(partials, 0, partial_bytes),
+                    bind.unused_writable(),
+                    split_range(),
+                ],
+            );
+            let group = bind_group(ctx, "decode", &pipe.layout, resources);
+            let combine_group = bind_group(
+                ctx,
+                "combine",
+                &merge.layout,
+                vec![
+                    bind.params(n),
+                    range(partials, 0, partial_bytes),
+                    range(outputs.out, chunk.out.offset, chunk.out.size),
+                    bind.lse(outputs, chunk),
+                    split_range(),
+                ],
+            );
+            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            combine::record(ctx, &mut pass, (merge, &combine_group), chunk)?;
+        }
+        Ok(scratch.bytes())
+    }
+
+    /// The scratch for `p` with `outputs`: the kept one when it was made for the same
+    /// problem and log-sum-exp choice, else a new one, kept in its place.
+    fn scratch(
+        &self,
+        ctx: &GpuContext,
+        p: &Problem,
+        outputs: &ForwardOutputs<'_>,
+    ) -> Result<Arc<Scratch>> {
+        let lse = outputs.lse.is_some();
+        let mut kept = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(s) = kept.as_ref().filter(|s| s.lse == lse && s.p == *p) {
+            return Ok(Arc::clone(s));
+        }
+        let made = Arc::new(self.make_scratch(ctx, p, outputs)?);
+        *kept = Some(Arc::clone(&made));
+        Ok(made)
+    }
+
+    /// Cuts the keys of `p` into chunks and ranges and allocates what they bind.
+    fn make_scratch(
+        &self,
+        ctx: &GpuContext,
+        p: &Problem,
+        outputs: &ForwardOutputs<'_>,
+    ) -> Result<Scratch> {
+        let first = self.first;
         let how = KeySplit {
             tile_keys: first.tile_keys(),
             workgroups: self.ranges.workgroups,
@@ -139,7 +242,7 @@ impl SplitKv {
         // bounds rows x Lk x 4 bytes, so express the bound in those units.
         let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
         let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
-        let mut lim = limits(ctx, elem);
+        let mut lim = limits(ctx, self.elem);
         lim.max_scores = Some(rows * p.len_k as u64 * 4);
         let chunks = plan(p, &lim)?;
         let max_binding = ctx.max_binding();
@@ -161,42 +264,15 @@ impl SplitKv {
         )?;
         let bind = ChunkBindings::new(ctx, p, &chunks, outputs)?;
         let (splits, split_stride) = split_buffer(ctx, &layouts)?;
-        let split_size = std::mem::size_of::<SplitParams>() as u64;
-
-        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("wgpu-attention decode"),
-            timestamp_writes: None,
-        });
-        for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
-            let (outs, pairs) = combine::partial_elems(p, chunk, layout);
-            let partial_bytes = (outs + pairs) * 4;
-            let split_range = || range(&splits, n as u64 * split_stride, split_size);
-            let resources = bind.key_loop(
-                n,
-                inputs,
-                chunk,
-                [
-                    range(&partials, 0, partial_bytes),
-                    bind.unused_writable(),
-                    split_range(),
-                ],
-            );
-            let group = bind_group(ctx, "decode", &pipe.layout, resources);
-            let combine_group = bind_group(
-                ctx,
-                "combine",
-                &merge.layout,
-                vec![
-                    bind.params(n),
-                    range(&partials, 0, partial_bytes),
-                    range(outputs.out, chunk.out.offset, chunk.out.size),
-                    bind.lse(outputs, chunk),
-                    split_range(),
-                ],
-            );
-            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
-            combine::record(ctx, &mut pass, (merge, &combine_group), chunk)?;
-        }
-        Ok(partials.size() + splits.size() + bind.bytes())
+        Ok(Scratch {
+            p: p.clone(),
+            lse: outputs.lse.is_some(),
+            chunks,
+            layouts,
+            partials,
+            bind,
+            splits,
+            split_stride,
+        })
     }
 }
