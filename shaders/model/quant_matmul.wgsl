@@ -67,17 +67,19 @@ struct QuantMatmul {
 @group(0) @binding(6) var<storage, read_write> yk: array<f32>;
 @group(0) @binding(7) var<storage, read_write> yv: array<f32>;
 
-// XU (a decoding step's one row, or a short prompt's rows when together they fit below
-// NW_AT): x's rows, and with NORM the norm's weight from element NW_AT on, read from a
-// uniform copy rather than from the storage buffers. Every
-// invocation reads the same x elements, and lavapipe (Mesa 22) loads from a storage
-// buffer lane by lane, in a loop with a bounds check per element, whatever the address;
-// from a uniform buffer a load is one gather, or one scalar load where the address is
-// uniform. Before XU, the x and norm loads were most of a decoding step's loads.
+// XU (a decoding step's one row, or a short prompt's rows when together they fit in
+// XU_ELEMS): x's rows read from a uniform copy, and with NORM the norm's weight from a
+// uniform buffer too, rather than from the storage buffers. Every invocation reads the
+// same x elements, and lavapipe (Mesa 22) loads from a storage buffer lane by lane, in a
+// loop with a bounds check per element, whatever the address; from a uniform buffer a
+// load is one gather, or one scalar load where the address is uniform. Before XU, the x
+// and norm loads were most of a decoding step's loads. The norm's weights do not change,
+// so a model keeps them in a uniform buffer of its own (no copy per product).
 struct XRow {
-    v: array<vec4<f32>, 4096>,
+    v: array<vec4<f32>, 2048>,
 }
 @group(0) @binding(8) var<uniform> xu: XRow;
+@group(0) @binding(9) var<uniform> nu: XRow;
 
 // The ggml type of W (0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 8 Q8_0, 12 Q4_K, 14 Q6_K).
 override KIND: u32 = 0u;
@@ -91,8 +93,6 @@ override EPI: u32 = 0u;
 override XU: bool = false;
 // Columns of y per invocation.
 const COLS: u32 = 4u;
-// Where the norm's weight starts in `xu` (elements); x's row starts at 0.
-const NW_AT: u32 = 8192u;
 
 // Offsets in x of the tile's rows; rows past the last repeat it (their sums are dropped).
 var<private> xr: vec4<u32>;
@@ -107,7 +107,7 @@ var<private> ss: vec4<f32>;
 // Elements i..i+4 of x (i a multiple of 4 with XU: rows are whole vec4s).
 fn xv(i: u32) -> vec4<f32> {
     if (XU) {
-        // i < rows * inner <= NW_AT, checked by the launcher.
+        // i < rows * inner <= 8192, checked by the launcher.
         return xu.v[i >> 2u];
     }
     return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
@@ -116,8 +116,8 @@ fn xv(i: u32) -> vec4<f32> {
 // Elements k..k+4 of the norm's weight.
 fn nv(k: u32) -> vec4<f32> {
     if (XU) {
-        // k < inner <= 4 * 4096 - NW_AT, checked by the launcher.
-        return xu.v[(NW_AT + k) >> 2u];
+        // k < inner <= 8192, checked by the launcher.
+        return nu.v[k >> 2u];
     }
     return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
 }

@@ -34,8 +34,8 @@ pub(crate) use merge_heads::MergeHeadsKernel;
 pub use probe::{quant_embed_probe, quant_matmul_probe, quant_matmul_probe_without_subgroups};
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
-    EpiKind, OutLayout, ProductShape, QkvSplit, QuantEpilogue, QuantMatmul, QuantMatmulKernel,
-    QuantNorm, QuantVariant,
+    EpiKind, NormRows, OutLayout, ProductShape, QkvSplit, QuantEpilogue, QuantMatmul,
+    QuantMatmulKernel, QuantNorm, QuantVariant,
 };
 pub(crate) use quant_matrix::QuantMatrix;
 pub(crate) use rms_norm::{RmsNorm, RmsNormKernel};

@@ -23,8 +23,9 @@ use crate::model::llama::quant::GgmlType;
 use crate::{GpuContext, GpuTensor};
 
 /// Bindings: params, x, the weight words, y, the norm's weight, the RoPE table, the key
-/// store, the value store (those four stand-ins where the variant does not use them), and
-/// the uniform copy of x's row and the norm's weight that one-row products read.
+/// store, the value store (those four stand-ins where the variant does not use them), the
+/// uniform copy of x's rows and the norm's weight in a uniform buffer, which products
+/// whose x fits the copy read.
 pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_quant_matmul",
     source: source::QUANT_MATMUL,
@@ -38,9 +39,10 @@ pub(crate) const SPEC: KernelSpec = KernelSpec {
         Binding::ReadWrite,
         Binding::ReadWrite,
         Binding::Uniform,
+        Binding::Uniform,
     ],
     trusted: false,
-    uniforms: &[params_uniform, x_row_uniform],
+    uniforms: &[params_uniform, x_row_uniform, x_row_uniform],
 };
 
 /// The same kernel on a CPU driver's 8-lane subgroups (lavapipe): for one row of x and
@@ -52,14 +54,13 @@ pub(crate) const SPEC_SUBGROUPS: KernelSpec = KernelSpec {
     ..SPEC
 };
 
-/// Elements of the uniform copy `xu` (`XRow` in the shader): 64 KiB, the smallest
-/// uniform binding every adapter and browser must allow.
-const XU_ELEMS: usize = 16384;
-/// Where the norm's weight starts in `xu` (`NW_AT`); x's row fills the elements before.
-const XU_NORM_AT: usize = 8192;
+/// Elements of the uniform copy `xu` and of the norm's weight `nu` (`XRow` in the
+/// shader, 32 KiB each: two fit the 64 KiB every adapter and browser must allow for
+/// uniform bindings). Products whose x has more elements read x from storage.
+const XU_ELEMS: usize = 8192;
 
-/// The uniform copy of a one-row product's x row and norm weight (`XRow`), as the WGSL
-/// declares it. Never built on the host: the launcher copies into it on the device.
+/// The uniform copy of x's rows, or a norm's weight (`XRow`), as the WGSL declares it.
+/// Never built on the host: it is filled on the device.
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct XRow {
@@ -149,11 +150,75 @@ impl QuantVariant {
     };
 }
 
-/// RMSNorm applied to x as it is read: `x / sqrt(mean(x²) + eps) * weight`.
+/// RMSNorm applied to x as it is read: `x / sqrt(mean(x²) + eps) * weight`, with the
+/// weight's copy in a [`NormRows`] buffer if the model keeps one (else each product
+/// that reads x from the uniform copy copies the weight too).
 #[derive(Clone, Copy)]
 pub(crate) struct QuantNorm<'a> {
     pub weight: &'a GpuTensor,
     pub eps: f32,
+    pub uniform: Option<NormSlot<'a>>,
+}
+
+/// Norms' weights kept in one uniform buffer for the products that read x from the
+/// uniform copy, each at its own aligned offset, so that no product copies a weight
+/// that never changes (on lavapipe each copy is a command of its own, tens of
+/// microseconds, two per layer of a decoding step).
+pub(crate) struct NormRows {
+    buffer: wgpu::Buffer,
+    slots: Vec<(u64, usize)>,
+}
+
+/// Where one norm's weight lies in a [`NormRows`] buffer, and its length.
+#[derive(Clone, Copy)]
+pub(crate) struct NormSlot<'a> {
+    buffer: &'a wgpu::Buffer,
+    offset: u64,
+    len: usize,
+}
+
+impl NormRows {
+    /// The weights copied into one buffer (on the device, submitted here); `None` when
+    /// one is longer than the uniform copy holds (its products read storage anyway).
+    ///
+    /// # Errors
+    /// [`AttentionError::Device`] when the allocation fails.
+    pub(crate) fn new(ctx: &GpuContext, weights: &[&GpuTensor]) -> Result<Option<Self>> {
+        if weights.is_empty() || weights.iter().any(|w| w.len() > XU_ELEMS) {
+            return Ok(None);
+        }
+        let align = u64::from(ctx.limits.min_uniform_buffer_offset_alignment).max(4);
+        let mut slots = Vec::with_capacity(weights.len());
+        let mut end = 0u64;
+        for w in weights {
+            slots.push((end, w.len()));
+            end += (w.len() as u64 * 4).div_ceil(align) * align;
+        }
+        // The last slot is bound as a whole XRow too.
+        let last = slots.last().map_or(0, |s| s.0);
+        let size = (last + XU_ELEMS as u64 * 4).max(end);
+        let buffer = uniform_scratch(ctx, "wgpu-attention norm weights", size as usize)?;
+        let mut enc = ctx.device().create_command_encoder(&Default::default());
+        for (w, &(at, len)) in weights.iter().zip(&slots) {
+            enc.copy_buffer_to_buffer(w.buffer(), 0, &buffer, at, len as u64 * 4);
+        }
+        ctx.queue().submit([enc.finish()]);
+        Ok(Some(Self { buffer, slots }))
+    }
+
+    /// The slot of the `i`th weight given to [`NormRows::new`].
+    pub(crate) fn slot(&self, i: usize) -> Option<NormSlot<'_>> {
+        self.slots.get(i).map(|&(offset, len)| NormSlot {
+            buffer: &self.buffer,
+            offset,
+            len,
+        })
+    }
+
+    /// Device bytes it holds.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.buffer.size()
+    }
 }
 
 /// Where [`EpiKind::Qkv`] sends each column of the attention space `[q | k | v]`: W's
@@ -242,8 +307,10 @@ pub(crate) struct QuantMatmulKernel {
     unused_read: GpuTensor,
     unused_k: GpuTensor,
     unused_v: GpuTensor,
-    /// `xu`: one-row products copy x's row (and the norm's weight) here first.
+    /// `xu`: products that read x from the uniform copy copy x's rows here first.
     x_row: wgpu::Buffer,
+    /// `nu`: the norm's weight, copied here when the call has no [`NormSlot`].
+    norm_row: wgpu::Buffer,
 }
 
 /// Columns of y per invocation (`COLS` in the shader).
@@ -289,13 +356,13 @@ pub(crate) struct ProductShape {
 const ALL_TILES: &[Tile] = &[Tile::One, Tile::FourUniform, Tile::Four];
 
 /// The tile of a product of `rows` rows of `inner` elements: x goes through the uniform
-/// copy wherever it fits its [`XU_NORM_AT`] elements (on lavapipe a storage load is a
+/// copy wherever it fits its [`XU_ELEMS`] elements (on lavapipe a storage load is a
 /// checked loop over the lanes, a uniform one a gather), a single row by the one-row
 /// tile, a few rows (a short prompt) by tiles of four; longer inputs read storage.
 fn tile_for(rows: usize, inner: usize) -> Tile {
     match rows.checked_mul(inner) {
-        Some(n) if n <= XU_NORM_AT && rows == 1 => Tile::One,
-        Some(n) if n <= XU_NORM_AT => Tile::FourUniform,
+        Some(n) if n <= XU_ELEMS && rows == 1 => Tile::One,
+        Some(n) if n <= XU_ELEMS => Tile::FourUniform,
         _ => Tile::Four,
     }
 }
@@ -376,6 +443,7 @@ impl QuantMatmulKernel {
             unused_k: GpuTensor::empty(ctx, &[4])?,
             unused_v: GpuTensor::empty(ctx, &[4])?,
             x_row: uniform_scratch(ctx, "wgpu-attention quant_matmul x row", XU_ELEMS * 4)?,
+            norm_row: uniform_scratch(ctx, "wgpu-attention quant_matmul norm", XU_ELEMS * 4)?,
         })
     }
 
@@ -414,7 +482,7 @@ impl QuantMatmulKernel {
             return Err(shape_error("quant matmul", "x", call.x, x_need));
         }
         if let Some(n) = call.norm {
-            if n.weight.len() < w.cols {
+            if n.weight.len() < w.cols || n.uniform.is_some_and(|u| u.len < w.cols) {
                 return Err(shape_error("quant matmul", "norm weight", n.weight, w.cols));
             }
         }
@@ -483,16 +551,21 @@ impl QuantMatmulKernel {
         let groups = (w.rows as u64).div_ceil(64 * TILE_COLS)
             * (call.rows as u64).div_ceil(u64::from(tile.rows()));
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
+        let mut norm_row = range(&self.norm_row, 0, XU_ELEMS as u64 * 4);
         if tile.uniform() {
-            // tile_for allows rows of at most XU_NORM_AT elements together, and W's rows
+            // tile_for allows rows of at most XU_ELEMS elements together, and W's rows
             // are whole blocks of at least four elements, so both copies are whole vec4s.
             let bytes = w.cols as u64 * 4;
             let x = call.x.buffer();
             let x_bytes = bytes * call.rows as u64;
             encoder.copy_buffer_to_buffer(x, call.x_off as u64 * 4, &self.x_row, 0, x_bytes);
-            if let Some(n) = call.norm {
-                let at = XU_NORM_AT as u64 * 4;
-                encoder.copy_buffer_to_buffer(n.weight.buffer(), 0, &self.x_row, at, bytes);
+            match call.norm.map(|n| (n, n.uniform)) {
+                Some((_, Some(u))) => norm_row = range(u.buffer, u.offset, XU_ELEMS as u64 * 4),
+                Some((n, None)) => {
+                    let weight = n.weight.buffer();
+                    encoder.copy_buffer_to_buffer(weight, 0, &self.norm_row, 0, bytes);
+                }
+                None => {}
             }
         }
         let resources = vec![
@@ -505,6 +578,7 @@ impl QuantMatmulKernel {
             whole(s.map_or(&self.unused_k, |s| s.k)),
             whole(s.map_or(&self.unused_v, |s| s.v)),
             self.x_row.as_entire_binding(),
+            norm_row,
         ];
         record_pass(ctx, encoder, (name, pipe), resources, groups)
     }

@@ -19,7 +19,7 @@ use crate::model::llama::rope::Rope;
 use crate::model::llama::weights::RawTensor;
 use crate::model::llama::{check_generate, check_ids, Generation, LlamaConfig, LlamaModel};
 use crate::model::ops::{
-    read_ranges, EpiKind, ProductShape, QuantMatrix, QuantVariant, StageMarks,
+    read_ranges, EpiKind, NormRows, ProductShape, QuantMatrix, QuantVariant, StageMarks,
 };
 use crate::model::{
     ForwardOutput, GenerateOptions, GenerateStats, HeadPatch, LayerInputs, ModelError, StageTimes,
@@ -149,6 +149,10 @@ pub struct LlamaGpu {
     zeros: GpuTensor,
     /// `(context, D/2, 2)` cos and sin.
     rope: GpuTensor,
+    /// The layers' norm weights again, in a uniform buffer (layer i's attention norm
+    /// at slot 2i, its FFN norm at 2i + 1), for the products that read x from the
+    /// uniform copy; `None` for rows too wide for it.
+    norm_rows: Option<NormRows>,
     /// Every (weight type, kernel variant, width of x) the layers' products take, for
     /// preparing the pipelines.
     variants: Vec<(GgmlType, QuantVariant, usize)>,
@@ -252,6 +256,11 @@ impl LlamaGpu {
                 }
             }
         }
+        let norm_weights: Vec<&GpuTensor> = layers
+            .iter()
+            .flat_map(|l| [&l.attn_norm, &l.ffn_norm])
+            .collect();
+        let norm_rows = NormRows::new(ctx, &norm_weights)?;
         Ok(Self {
             config: c,
             eos: m.eos(),
@@ -261,16 +270,20 @@ impl LlamaGpu {
             layers,
             zeros: GpuTensor::empty(ctx, &[c.hidden])?,
             rope: upload_f32(ctx, "rope", &table, &[c.context, c.head_dim / 2, 2])?,
+            norm_rows,
             variants,
             head_variant,
         })
     }
 
-    /// Device bytes the weights occupy (matrices in their GGUF blocks, norms as f32), the
-    /// RoPE table and scratch excluded; compare with [`crate::model::llama::LlamaTensors::bytes`].
+    /// Device bytes the weights occupy (matrices in their GGUF blocks, norms as f32, the
+    /// layers' norms twice: also in the uniform buffer the decoding products read), the
+    /// RoPE table and scratch excluded; compare with
+    /// [`crate::model::llama::LlamaTensors::bytes`].
     pub fn weight_bytes(&self) -> u64 {
         let norms = |t: &GpuTensor| t.len() as u64 * 4;
         let mut total = self.embed.device_bytes() + norms(&self.out_norm);
+        total += self.norm_rows.as_ref().map_or(0, NormRows::bytes);
         total += self.lm_head.as_ref().map_or(0, QuantMatrix::device_bytes);
         for l in &self.layers {
             total += norms(&l.attn_norm) + norms(&l.ffn_norm);

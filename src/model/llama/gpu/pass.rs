@@ -236,9 +236,11 @@ pub(crate) async fn run(
         epilogue,
     };
     for (li, lw) in m.layers.iter().enumerate() {
+        let slot = |i| m.norm_rows.as_ref().and_then(|n| n.slot(i));
         let attn_norm = Some(QuantNorm {
             weight: &lw.attn_norm,
             eps,
+            uniform: slot(2 * li),
         });
         for (col0, w) in &lw.qkv {
             let split = QkvSplit {
@@ -302,6 +304,7 @@ pub(crate) async fn run(
         let ffn_norm = Some(QuantNorm {
             weight: &lw.ffn_norm,
             eps,
+            uniform: slot(2 * li + 1),
         });
         match &lw.gate_up {
             GateUp::Interleaved(w) => {
