@@ -29,8 +29,10 @@
 // is exactly 0 adds nothing, so a NaN in V behind a masked key never leaks.
 
 // q, mask, key lengths and split come with tile.wgsl, k and v with kv_scalar.wgsl or
-// kv_vec4.wgsl; binding 7 is unused.
-@group(0) @binding(6) var<storage, read_write> partials: array<f32>;
+// kv_vec4.wgsl. `dst` holds the partials, or with DIRECT the output, and `lse` (only
+// with DIRECT) the log-sum-exp.
+@group(0) @binding(6) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(7) var<storage, read_write> lse: array<f32>;
 
 // Invocations per workgroup, and keys per tile.
 override WG: u32 = 64u;
@@ -49,6 +51,9 @@ override Q_PRIVATE: bool = false;
 override PREFETCH_V: bool = false;
 // vec4s of V per 64-byte line: 4 for f32 storage, 8 for f16.
 override LINE_V4: u32 = 4u;
+// The workgroup's range is every key of its rows (one range per row): it writes the
+// finished output and log-sum-exp, as fused.wgsl does, and no combine pass follows.
+override DIRECT: bool = false;
 
 const ROWS_MAX: u32 = 16u;
 const Q4_PRIVATE: u32 = 64u;
@@ -258,6 +263,13 @@ fn main(
         }
     }
     workgroupBarrier();
+    if DIRECT {
+        finish_rows(li, t0, nrows, heads_lo, nh);
+        if PREFETCH_V && params.len_q == 0u {
+            dst[0] = touched;
+        }
+        return;
+    }
     for (var x = li; x < ROWS * HEAD_DIM_V4; x += WG) {
         let r = x / HEAD_DIM_V4;
         let e4 = x % HEAD_DIM_V4;
@@ -276,14 +288,14 @@ fn main(
         for (var c = 0u; c < 4u; c++) {
             let e = 4u * e4 + c;
             if e < params.dim_v {
-                partials[pi * params.dim_v + e] = sum[c];
+                dst[pi * params.dim_v + e] = sum[c];
             }
         }
     }
     // Validation rejects empty queries, so len_q is never 0 and this never stores; the
     // compiler cannot know that, and keeps the prefetching reads.
     if PREFETCH_V && params.len_q == 0u {
-        partials[0] = touched;
+        dst[0] = touched;
     }
     if li < ROWS && t0 + li < nrows {
         var l = 0.0;
@@ -297,7 +309,49 @@ fn main(
         let row = row_of(t0 + li, heads_lo, nh);
         let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
         let pi = prow * split.splits + tile.sidx;
-        partials[split.ml_base + 2u * pi] = m;
-        partials[split.ml_base + 2u * pi + 1u] = l;
+        dst[split.ml_base + 2u * pi] = m;
+        dst[split.ml_base + 2u * pi + 1u] = l;
+    }
+}
+
+// DIRECT: the rows' outputs and log-sum-exps from the key groups' sums in `rows4` and
+// `tile_p`, finished by the row rule (finish_out, finish_lse), as combine.wgsl would
+// from this one range.
+fn finish_rows(li: u32, t0: u32, nrows: u32, heads_lo: u32, nh: u32) {
+    for (var x = li; x < ROWS * HEAD_DIM_V4; x += WG) {
+        let r = x / HEAD_DIM_V4;
+        let e4 = x % HEAD_DIM_V4;
+        let t = t0 + r;
+        // Rows past the workgroup's rows are not written, nor columns past Dv.
+        if t >= nrows || 4u * e4 >= params.dim_v {
+            continue;
+        }
+        var sum = vec4(0.0);
+        var l = 0.0;
+        for (var g = 0u; g < KEY_GROUPS; g++) {
+            sum += rows4[(g * ROWS + r) * HEAD_DIM_V4 + e4];
+            l += tile_p[g * ROWS + r];
+        }
+        let empty = m_run[r] == neg_inf();
+        let row = row_of(t, heads_lo, nh);
+        let orow = (row.bh * params.len_q + params.row_start + row.lrow) * params.dim_v
+            - params.o_base;
+        for (var c = 0u; c < 4u; c++) {
+            let e = 4u * e4 + c;
+            if e < params.dim_v {
+                dst[orow + e] = finish_out(sum[c] / l, bad[r] != 0u, empty);
+            }
+        }
+    }
+    if li < ROWS && t0 + li < nrows && (params.flags & FLAG_WRITE_LSE) != 0u {
+        var l = 0.0;
+        for (var g = 0u; g < KEY_GROUPS; g++) {
+            l += tile_p[g * ROWS + li];
+        }
+        let m = m_run[li];
+        let row = row_of(t0 + li, heads_lo, nh);
+        let i = params.row_start + row.lrow;
+        lse[row.bh * params.len_q + i - params.lse_base] =
+            finish_lse(m, l, bad[li] != 0u, m == neg_inf());
     }
 }

@@ -123,7 +123,14 @@ impl DecodeKernel {
 
     /// The override constants.
     pub(crate) fn constants(&self) -> Vec<(&'static str, f64)> {
+        self.constants_direct(false)
+    }
+
+    /// The override constants, with `DIRECT` (each workgroup's range holds every key of
+    /// its rows: it writes the finished output, and no combine pass follows) as given.
+    pub(crate) fn constants_direct(&self, direct: bool) -> Vec<(&'static str, f64)> {
         vec![
+            ("DIRECT", if direct { 1.0 } else { 0.0 }),
             ("WG", f64::from(self.wg)),
             ("ROWS", f64::from(self.rows)),
             ("KEY_GROUPS", f64::from(self.key_groups)),

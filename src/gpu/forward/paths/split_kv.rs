@@ -95,6 +95,9 @@ pub(crate) struct SplitKv {
     first: FirstPass,
     first_pipe: Arc<KernelPipeline>,
     merge_pipe: Arc<KernelPipeline>,
+    /// decode.wgsl with `DIRECT`, where the problem prepared for cuts into one key range
+    /// per row: its records write the output at once, one dispatch instead of two.
+    direct_pipe: Option<Arc<KernelPipeline>>,
     ranges: KeyRanges,
     /// The scratch of the last problem recorded, kept for the next record of the same
     /// problem: a prepared call records once per layer of a model's every step, and on
@@ -137,15 +140,52 @@ impl SplitKv {
         first: FirstPass,
         ranges: KeyRanges,
     ) -> Result<Self> {
-        Ok(Self {
+        let mut split = Self {
             elem,
             first,
             first_pipe: first.build(ctx, p, elem).await?,
             merge_pipe: pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants())
                 .await?,
+            direct_pipe: None,
             ranges,
             scratch: Mutex::new(None),
-        })
+        };
+        if let FirstPass::Decode(k) = first {
+            let (_, layouts) = split.cut(ctx, p)?;
+            if layouts.iter().all(|l| l.splits == 1) {
+                let spec = DecodeKernel::spec(ctx, p, elem);
+                split.direct_pipe = Some(pipeline(ctx, spec, &k.constants_direct(true)).await?);
+            }
+        }
+        Ok(split)
+    }
+
+    /// How `p`'s rows are chunked and each chunk's keys cut into ranges (with the
+    /// partials' layout in each range's parameters).
+    fn cut(&self, ctx: &GpuContext, p: &Problem) -> Result<(Vec<Chunk>, Vec<SplitParams>)> {
+        let first = self.first;
+        let how = KeySplit {
+            tile_keys: first.tile_keys(),
+            workgroups: self.ranges.workgroups,
+            budget: self.ranges.budget,
+        };
+        // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
+        // bounds rows x Lk x 4 bytes, so express the bound in those units.
+        let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
+        let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
+        let mut lim = limits(ctx, self.elem);
+        lim.max_scores = Some(rows * p.len_k as u64 * 4);
+        let chunks = plan(p, &lim)?;
+        let max_binding = ctx.max_binding();
+        let mut layouts = Vec::with_capacity(chunks.len());
+        for c in &chunks {
+            let layout = launch::layout(p, first.tile_rows(), first.tile_keys(), c);
+            let mut s = combine::split(p, c, layout, &how, max_binding)?;
+            let (outs, _) = combine::partial_elems(p, c, &s);
+            s.ml_base = outs as u32;
+            layouts.push(s);
+        }
+        Ok((chunks, layouts))
     }
 
     /// Records the first pass over key ranges, then the combine pass. Returns the device
@@ -174,6 +214,24 @@ impl SplitKv {
             label: Some("wgpu-attention decode"),
             timestamp_writes: None,
         });
+        let direct = self
+            .direct_pipe
+            .as_ref()
+            .filter(|_| layouts.iter().all(|l| l.splits == 1));
+        if let Some(pipe) = direct {
+            for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
+                let split_range = range(splits, n as u64 * split_stride, split_size);
+                let outs = [
+                    range(outputs.out, chunk.out.offset, chunk.out.size),
+                    bind.lse(outputs, chunk),
+                    split_range,
+                ];
+                let resources = bind.key_loop(n, inputs, chunk, outs);
+                let group = bind_group(ctx, "decode", &pipe.layout, resources);
+                launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            }
+            return Ok(scratch.bytes());
+        }
         for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
             let (outs, pairs) = combine::partial_elems(p, chunk, layout);
             let partial_bytes = (outs + pairs) * 4;
@@ -232,30 +290,15 @@ impl SplitKv {
         p: &Problem,
         outputs: &ForwardOutputs<'_>,
     ) -> Result<Scratch> {
-        let first = self.first;
-        let how = KeySplit {
-            tile_keys: first.tile_keys(),
-            workgroups: self.ranges.workgroups,
-            budget: self.ranges.budget,
-        };
-        // Rows per chunk bounded so that the partials stay under PARTIALS_BUDGET: the plan
-        // bounds rows x Lk x 4 bytes, so express the bound in those units.
-        let row_bytes = how.most_splits(p) * (p.dim_v as u64 + 2) * 4;
-        let rows = (PARTIALS_BUDGET.min(ctx.max_binding()) / row_bytes).max(1);
-        let mut lim = limits(ctx, self.elem);
-        lim.max_scores = Some(rows * p.len_k as u64 * 4);
-        let chunks = plan(p, &lim)?;
-        let max_binding = ctx.max_binding();
-        let mut layouts = Vec::with_capacity(chunks.len());
-        let mut scratch_elems = 1;
-        for c in &chunks {
-            let layout = launch::layout(p, first.tile_rows(), first.tile_keys(), c);
-            let mut s = combine::split(p, c, layout, &how, max_binding)?;
-            let (outs, pairs) = combine::partial_elems(p, c, &s);
-            s.ml_base = outs as u32;
-            scratch_elems = scratch_elems.max(outs + pairs);
-            layouts.push(s);
-        }
+        let (chunks, layouts) = self.cut(ctx, p)?;
+        let scratch_elems = chunks
+            .iter()
+            .zip(&layouts)
+            .map(|(c, s)| {
+                let (outs, pairs) = combine::partial_elems(p, c, s);
+                outs + pairs
+            })
+            .fold(1, u64::max);
         let partials = buffers::empty(
             ctx,
             "wgpu-attention decode partials",
