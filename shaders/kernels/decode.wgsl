@@ -263,18 +263,13 @@ fn main(
         }
     }
     workgroupBarrier();
-    if DIRECT {
-        finish_rows(li, t0, nrows, heads_lo, nh);
-        if PREFETCH_V && params.len_q == 0u {
-            dst[0] = touched;
-        }
-        return;
-    }
+    // The rows' output sums: the partials, or with DIRECT the finished output, by the
+    // row rule (finish_out, finish_lse) as combine.wgsl would from this one range.
     for (var x = li; x < ROWS * HEAD_DIM_V4; x += WG) {
         let r = x / HEAD_DIM_V4;
         let e4 = x % HEAD_DIM_V4;
         let t = t0 + r;
-        // Rows past the workgroup's rows are not written.
+        // Rows past the workgroup's rows are not written, nor columns past Dv.
         if t >= nrows || 4u * e4 >= params.dim_v {
             continue;
         }
@@ -284,11 +279,24 @@ fn main(
         }
         let row = row_of(t, heads_lo, nh);
         let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + tile.sidx;
+        var base = (prow * split.splits + tile.sidx) * params.dim_v;
+        if DIRECT {
+            var l = 0.0;
+            for (var g = 0u; g < KEY_GROUPS; g++) {
+                l += tile_p[g * ROWS + r];
+            }
+            let y = sum / l;
+            let empty = m_run[r] == neg_inf();
+            let nan = bad[r] != 0u;
+            sum = vec4(finish_out(y.x, nan, empty), finish_out(y.y, nan, empty),
+                finish_out(y.z, nan, empty), finish_out(y.w, nan, empty));
+            base = (row.bh * params.len_q + params.row_start + row.lrow) * params.dim_v
+                - params.o_base;
+        }
         for (var c = 0u; c < 4u; c++) {
             let e = 4u * e4 + c;
             if e < params.dim_v {
-                dst[pi * params.dim_v + e] = sum[c];
+                dst[base + e] = sum[c];
             }
         }
     }
@@ -302,56 +310,20 @@ fn main(
         for (var g = 0u; g < KEY_GROUPS; g++) {
             l += tile_p[g * ROWS + li];
         }
-        var m = m_run[li];
-        if bad[li] != 0u {
-            m = quiet_nan();
-        }
-        let row = row_of(t0 + li, heads_lo, nh);
-        let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
-        let pi = prow * split.splits + tile.sidx;
-        dst[split.ml_base + 2u * pi] = m;
-        dst[split.ml_base + 2u * pi + 1u] = l;
-    }
-}
-
-// DIRECT: the rows' outputs and log-sum-exps from the key groups' sums in `rows4` and
-// `tile_p`, finished by the row rule (finish_out, finish_lse), as combine.wgsl would
-// from this one range.
-fn finish_rows(li: u32, t0: u32, nrows: u32, heads_lo: u32, nh: u32) {
-    for (var x = li; x < ROWS * HEAD_DIM_V4; x += WG) {
-        let r = x / HEAD_DIM_V4;
-        let e4 = x % HEAD_DIM_V4;
-        let t = t0 + r;
-        // Rows past the workgroup's rows are not written, nor columns past Dv.
-        if t >= nrows || 4u * e4 >= params.dim_v {
-            continue;
-        }
-        var sum = vec4(0.0);
-        var l = 0.0;
-        for (var g = 0u; g < KEY_GROUPS; g++) {
-            sum += rows4[(g * ROWS + r) * HEAD_DIM_V4 + e4];
-            l += tile_p[g * ROWS + r];
-        }
-        let empty = m_run[r] == neg_inf();
-        let row = row_of(t, heads_lo, nh);
-        let orow = (row.bh * params.len_q + params.row_start + row.lrow) * params.dim_v
-            - params.o_base;
-        for (var c = 0u; c < 4u; c++) {
-            let e = 4u * e4 + c;
-            if e < params.dim_v {
-                dst[orow + e] = finish_out(sum[c] / l, bad[r] != 0u, empty);
-            }
-        }
-    }
-    if li < ROWS && t0 + li < nrows && (params.flags & FLAG_WRITE_LSE) != 0u {
-        var l = 0.0;
-        for (var g = 0u; g < KEY_GROUPS; g++) {
-            l += tile_p[g * ROWS + li];
-        }
         let m = m_run[li];
+        let nan = bad[li] != 0u;
         let row = row_of(t0 + li, heads_lo, nh);
-        let i = params.row_start + row.lrow;
-        lse[row.bh * params.len_q + i - params.lse_base] =
-            finish_lse(m, l, bad[li] != 0u, m == neg_inf());
+        if DIRECT {
+            if (params.flags & FLAG_WRITE_LSE) != 0u {
+                let i = params.row_start + row.lrow;
+                lse[row.bh * params.len_q + i - params.lse_base] =
+                    finish_lse(m, l, nan, m == neg_inf());
+            }
+        } else {
+            let prow = (row.bh - params.bh_start) * params.row_count + row.lrow;
+            let pi = prow * split.splits + tile.sidx;
+            dst[split.ml_base + 2u * pi] = select(m, quiet_nan(), nan);
+            dst[split.ml_base + 2u * pi + 1u] = l;
+        }
     }
 }

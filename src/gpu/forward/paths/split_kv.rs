@@ -217,39 +217,30 @@ impl SplitKv {
             label: Some("wgpu-attention decode"),
             timestamp_writes: None,
         });
+        // DIRECT: the first pass finishes the rows into the caller's outputs, and no
+        // combine pass follows.
         let direct = self
             .direct_pipe
             .as_ref()
             .filter(|_| layouts.iter().all(|l| l.splits == 1));
-        if let Some(pipe) = direct {
-            for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
-                let split_range = range(splits, n as u64 * split_stride, split_size);
-                let outs = [
-                    range(outputs.out, chunk.out.offset, chunk.out.size),
-                    bind.lse(outputs, chunk),
-                    split_range,
-                ];
-                let resources = bind.key_loop(n, inputs, chunk, outs);
-                let group = bind_group(ctx, "decode", &pipe.layout, resources);
-                launch::record(ctx, &mut pass, (pipe, &group), layout)?;
-            }
-            return Ok(scratch.bytes());
-        }
+        let pipe = direct.unwrap_or(pipe);
         for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
             let (outs, pairs) = combine::partial_elems(p, chunk, layout);
             let partial_bytes = (outs + pairs) * 4;
             let split_range = || range(splits, n as u64 * split_stride, split_size);
-            let resources = bind.key_loop(
-                n,
-                inputs,
-                chunk,
-                [
-                    range(partials, 0, partial_bytes),
-                    bind.unused_writable(),
-                    split_range(),
-                ],
-            );
+            let out = || range(outputs.out, chunk.out.offset, chunk.out.size);
+            let targets = if direct.is_some() {
+                [out(), bind.lse(outputs, chunk), split_range()]
+            } else {
+                let partials = range(partials, 0, partial_bytes);
+                [partials, bind.unused_writable(), split_range()]
+            };
+            let resources = bind.key_loop(n, inputs, chunk, targets);
             let group = bind_group(ctx, "decode", &pipe.layout, resources);
+            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            if direct.is_some() {
+                continue;
+            }
             let combine_group = bind_group(
                 ctx,
                 "combine",
@@ -257,12 +248,11 @@ impl SplitKv {
                 vec![
                     bind.params(n),
                     range(partials, 0, partial_bytes),
-                    range(outputs.out, chunk.out.offset, chunk.out.size),
+                    out(),
                     bind.lse(outputs, chunk),
                     split_range(),
                 ],
             );
-            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
             combine::record(ctx, &mut pass, (merge, &combine_group), chunk)?;
         }
         Ok(scratch.bytes())

@@ -459,7 +459,7 @@ impl LlamaGpu {
     /// projection, attention, output projection, gate/up projection, down projection,
     /// final norm + logits head, each summed over layers), the mean over the passes after
     /// the prompt's, in seconds. The tokens are those of `generate`; each pass carries
-    /// about 150 more timestamps (empty compute passes), which the device's total
+    /// 3 + 5 per layer more timestamps (empty compute passes), which the device's total
     /// includes. The prompt's pass, which builds the pipelines, is not in the split.
     ///
     /// # Errors
