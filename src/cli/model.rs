@@ -578,16 +578,31 @@ fn generate(
         eprintln!("device time per generated token, by stage (timestamp queries):");
         print_stages(backend, times);
     }
-    let rate = |n: usize, s: f64| if s > 0.0 { n as f64 / s } else { f64::INFINITY };
+    if opts.max_new_tokens == 0 {
+        // Nothing ran (`--max-new-tokens 0`): no rate to report.
+        eprintln!(
+            "prompt: {} tokens; nothing generated (--max-new-tokens 0), so the model did not run",
+            stats.prompt_tokens
+        );
+        return Ok(());
+    }
+    // A rate over no time (nothing timed) prints as "-", not as infinity.
+    let rate = |n: usize, s: f64, digits: usize| {
+        if s > 0.0 {
+            format!("{:.digits$}", n as f64 / s)
+        } else {
+            "-".to_string()
+        }
+    };
     let after_first = stats.generated.len().saturating_sub(1);
     eprintln!(
-        "prompt: {} tokens in {:.3} s ({:.1} tokens/s); generation: {} tokens in {:.3} s ({:.2} tokens/s, {}, {backend:?})",
+        "prompt: {} tokens in {:.3} s ({} tokens/s); generation: {} tokens in {:.3} s ({} tokens/s, {}, {backend:?})",
         stats.prompt_tokens,
         stats.prompt_seconds,
-        rate(stats.prompt_tokens, stats.prompt_seconds),
+        rate(stats.prompt_tokens, stats.prompt_seconds, 1),
         after_first,
         stats.generate_seconds,
-        rate(after_first, stats.generate_seconds),
+        rate(after_first, stats.generate_seconds, 2),
         if opts.use_cache { "KV cache" } else { "no cache" },
     );
     Ok(())

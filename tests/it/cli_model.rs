@@ -427,3 +427,32 @@ fn unfetched_model_names_say_how_to_fetch() {
         "{msg}"
     );
 }
+
+/// `model generate --max-new-tokens 0` runs nothing and says so, on both backends,
+/// rather than printing a rate over no time.
+#[test]
+fn generating_no_tokens_reports_no_rate() {
+    let t = TempDir::new("generate-zero");
+    let gguf = t.raw("tiny.gguf", &crate::model_llama::tiny::tiny_gguf(true));
+    for backend in ["cpu", "gpu"] {
+        let out = cli(&[
+            "model",
+            "generate",
+            "--model",
+            &gguf,
+            "--text",
+            "a the",
+            "--max-new-tokens",
+            "0",
+            "--backend",
+            backend,
+        ]);
+        let err = stderr_of(&out);
+        assert!(out.status.success(), "{backend}: {err}");
+        assert!(
+            err.contains("nothing generated (--max-new-tokens 0)"),
+            "{backend}: {err}"
+        );
+        assert!(!err.contains("inf tokens/s"), "{backend}: {err}");
+    }
+}
