@@ -11,7 +11,9 @@
 // an invocation is a SIMD lane, and the x elements every lane reads are then the same
 // address (a broadcast, not a gather), while each lane's W words are one gather per word
 // whatever the split; there is no cross-lane reduction and no barrier. Invocations of a
-// workgroup own consecutive columns, so on a GPU their W rows are `row_bytes` apart.
+// workgroup own consecutive columns, so on a GPU their W rows are `row_bytes` apart: on
+// GPUs, products of few rows take the entry quant_matmul_split.wgsl instead, in which
+// lanes split K.
 //
 // Row m of y lands at ((b * out_heads + h) * out_cap + out_off + l) * out_dim + d with
 // b = m / out_len, l = m % out_len, h = c / out_dim, d = c % out_dim: the layout of the

@@ -31,7 +31,11 @@ pub(crate) use glue::{
 };
 pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
-pub use probe::{quant_embed_probe, quant_matmul_probe, quant_matmul_probe_without_subgroups};
+#[doc(hidden)]
+pub use probe::{
+    force_split_products_for_tests, quant_embed_probe, quant_matmul_probe,
+    quant_matmul_probe_split, quant_matmul_probe_without_subgroups,
+};
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
     EpiKind, NormRows, OutLayout, ProductShape, QkvSplit, QuantEpilogue, QuantMatmul,
@@ -64,7 +68,7 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
 }
 
 /// Every model kernel's spec, for the crate's kernel table.
-pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 9] {
+pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 10] {
     [
         &embed::SPEC,
         &add_norm::SPEC,
@@ -74,6 +78,7 @@ pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 9] {
         &merge_heads::SPEC,
         &quant_matmul::SPEC,
         &quant_matmul::SPEC_SUBGROUPS,
+        &quant_matmul::SPEC_SPLIT,
         &quant_embed::SPEC,
     ]
 }

@@ -4,7 +4,7 @@
 
 use ndarray::{ArrayViewD, IxDyn};
 
-use super::glue::{read_tensors, submit, upload_ids};
+use super::glue::{force_split_products, read_tensors, submit, upload_ids};
 use super::{OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel, QuantMatrix};
 use crate::model::llama::quant::GgmlType;
 use crate::model::ModelError;
@@ -31,7 +31,7 @@ pub async fn quant_matmul_probe(
     x: &[f32],
     rows: usize,
 ) -> Result<Vec<f32>, ModelError> {
-    matmul_probe(ctx, ty, shape, (w, x, rows), true).await
+    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Subgroups).await
 }
 
 /// As [`quant_matmul_probe`], with the entry point that adapters without subgroups use
@@ -48,7 +48,43 @@ pub async fn quant_matmul_probe_without_subgroups(
     x: &[f32],
     rows: usize,
 ) -> Result<Vec<f32>, ModelError> {
-    matmul_probe(ctx, ty, shape, (w, x, rows), false).await
+    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Plain).await
+}
+
+/// As [`quant_matmul_probe`], with products of at most 16 rows on the entry that splits
+/// K across lanes (GPUs take it) also where the adapter would not.
+///
+/// # Errors
+/// As the launcher.
+#[doc(hidden)]
+pub async fn quant_matmul_probe_split(
+    ctx: &GpuContext,
+    ty: GgmlType,
+    shape: (usize, usize),
+    w: &[u8],
+    x: &[f32],
+    rows: usize,
+) -> Result<Vec<f32>, ModelError> {
+    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Split).await
+}
+
+/// Makes every few-row quantized product of the models run on `ctx` from now on take the
+/// entry that splits K across lanes, as on GPUs, also where the adapter would not (as
+/// `WGPU_ATTENTION_KERNEL=split-products` does for every context).
+#[doc(hidden)]
+pub fn force_split_products_for_tests(ctx: &GpuContext) {
+    force_split_products(ctx);
+}
+
+/// Which entry point of the quantized matmul a probe runs.
+#[derive(Clone, Copy)]
+enum Entry {
+    /// The adapter's own choice for one row (the subgroup entry on lanes adapters).
+    Subgroups,
+    /// The entry every adapter without subgroups runs.
+    Plain,
+    /// K split across lanes for few rows.
+    Split,
 }
 
 async fn matmul_probe(
@@ -56,14 +92,18 @@ async fn matmul_probe(
     ty: GgmlType,
     (n, k): (usize, usize),
     (w, x, rows): (&[u8], &[f32], usize),
-    subgroups: bool,
+    entry: Entry,
 ) -> Result<Vec<f32>, ModelError> {
     let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
     let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
         .map_err(|e| ModelError::input("x", e.to_string()))?;
     let x = GpuTensor::upload(ctx, "x", xs)?;
     let y = nan_tensor(ctx, &[rows, n])?;
-    let kernel = QuantMatmulKernel::prepare_with(ctx, &[ty], subgroups).await?;
+    let kernel = match entry {
+        Entry::Subgroups => QuantMatmulKernel::prepare_with(ctx, &[ty], true).await?,
+        Entry::Plain => QuantMatmulKernel::prepare_with(ctx, &[ty], false).await?,
+        Entry::Split => QuantMatmulKernel::prepare_split(ctx, &[ty]).await?,
+    };
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
     kernel.record(ctx, &mut enc, &call)?;

@@ -5,16 +5,18 @@
 //! product: RMSNorm of x as it is read, a residual add, q/k/v with RoPE into their heads
 //! and the KV store, or SwiGLU over interleaved gate and up rows. x is first copied into
 //! a uniform buffer wherever all its rows fit there (a decoding step's one row, a short
-//! prompt's few); longer inputs are read from storage. The pipelines of each [`Tile`] a
-//! pass needs are built per weight type and variant at prepare.
+//! prompt's few); longer inputs are read from storage. On GPUs, products of at most
+//! [`SPLIT_MAX_ROWS`] rows take the entry that splits K across lanes instead
+//! ([`split_products`]). The pipelines of each [`Tile`] a pass needs are built per weight
+//! type and variant at prepare.
 
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    lanes_adapter, pipeline_with, range, record_pass, uniform, uniform_layout, uniform_scratch,
-    whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
+    forced_split_products, lanes_adapter, pipeline_with, range, record_pass, uniform,
+    uniform_layout, uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -53,6 +55,39 @@ pub(crate) const SPEC_SUBGROUPS: KernelSpec = KernelSpec {
     source: source::QUANT_MATMUL_SUBGROUPS,
     ..SPEC
 };
+
+/// The same kernel with K split across the lanes of groups of 16 and the lanes' sums
+/// added through workgroup memory (`shaders/model/quant_matmul_split.wgsl`): for GPUs,
+/// where neighbouring lanes then read neighbouring blocks of one W row.
+pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
+    name: "model_quant_matmul_split",
+    source: source::QUANT_MATMUL_SPLIT,
+    ..SPEC
+};
+
+/// Products of at most this many rows take the split entry where [`split_products`]
+/// says so (a decoding step, a short prompt); longer ones have enough rows to share
+/// each W load among and keep the column-per-invocation tiles.
+pub(crate) const SPLIT_MAX_ROWS: usize = 16;
+
+/// Columns of y a workgroup of the split entry owns (`GROUPS * COLS` in the shader).
+const SPLIT_COLS: u64 = 16;
+
+/// Whether few-row products split K across lanes on this adapter: on GPUs (discrete,
+/// integrated or virtual), where an invocation per column reads W rows `row_bytes` apart
+/// in neighbouring lanes, and wherever forced ([`force_split_products`] or
+/// `WGPU_ATTENTION_KERNEL=split-products`). CPU drivers keep an invocation per four
+/// columns: there a lane is a SIMD lane and each storage load is one per lane whatever
+/// the addresses, so the split adds a reduction and saves nothing. Browsers report no
+/// device type, so they keep it too.
+pub(crate) fn split_products(ctx: &GpuContext) -> bool {
+    use wgpu::DeviceType::{DiscreteGpu, IntegratedGpu, VirtualGpu};
+    forced_split_products(ctx)
+        || matches!(
+            ctx.adapter_info().device_type,
+            DiscreteGpu | IntegratedGpu | VirtualGpu
+        )
+}
 
 /// Elements of the uniform copy `xu` and of the norm's weight `nu` (`XRow` in the
 /// shader, 32 KiB each: two fit the 64 KiB every adapter and browser must allow for
@@ -311,6 +346,8 @@ pub(crate) struct QuantMatmulKernel {
     x_row: wgpu::Buffer,
     /// `nu`: the norm's weight, copied here when the call has no [`NormSlot`].
     norm_row: wgpu::Buffer,
+    /// Whether few-row products take the split entry ([`tile_for`]'s `split`).
+    split: bool,
 }
 
 /// Columns of y per invocation (`COLS` in the shader).
@@ -325,20 +362,39 @@ enum Tile {
     FourUniform,
     /// Four rows an invocation, read from storage.
     Four,
+    /// One row, K split across lanes, read from storage ([`SPEC_SPLIT`]).
+    SplitOne,
+    /// Four rows a workgroup, K split across lanes, read from storage.
+    SplitFour,
 }
 
 impl Tile {
     /// Rows of y per invocation (`ROWS`).
     fn rows(self) -> u32 {
         match self {
-            Tile::One => 1,
-            Tile::FourUniform | Tile::Four => 4,
+            Tile::One | Tile::SplitOne => 1,
+            Tile::FourUniform | Tile::Four | Tile::SplitFour => 4,
         }
     }
 
     /// Whether x (and the norm's weight) come from the uniform copy (`XU`).
     fn uniform(self) -> bool {
-        self != Tile::Four
+        matches!(self, Tile::One | Tile::FourUniform)
+    }
+
+    /// Whether the split entry runs it.
+    fn split(self) -> bool {
+        matches!(self, Tile::SplitOne | Tile::SplitFour)
+    }
+
+    /// Workgroups for `rows` rows of x and `cols` columns of y.
+    fn workgroups(self, rows: usize, cols: usize) -> u64 {
+        let per = if self.split() {
+            SPLIT_COLS
+        } else {
+            64 * TILE_COLS
+        };
+        (cols as u64).div_ceil(per) * (rows as u64).div_ceil(u64::from(self.rows()))
     }
 }
 
@@ -355,11 +411,27 @@ pub(crate) struct ProductShape {
 /// Every tile, for kernels prepared for products of any number of rows.
 const ALL_TILES: &[Tile] = &[Tile::One, Tile::FourUniform, Tile::Four];
 
-/// The tile of a product of `rows` rows of `inner` elements: x goes through the uniform
-/// copy wherever it fits its [`XU_ELEMS`] elements (on lavapipe a storage load is a
-/// checked loop over the lanes, a uniform one a gather), a single row by the one-row
-/// tile, a few rows (a short prompt) by tiles of four; longer inputs read storage.
-fn tile_for(rows: usize, inner: usize) -> Tile {
+/// Every tile [`tile_for`] gives with `split`: the split entry's for few rows.
+const ALL_SPLIT_TILES: &[Tile] = &[
+    Tile::SplitOne,
+    Tile::SplitFour,
+    Tile::FourUniform,
+    Tile::Four,
+];
+
+/// The tile of a product of `rows` rows of `inner` elements. With `split` (see
+/// [`split_products`]), at most [`SPLIT_MAX_ROWS`] rows take the split entry. Otherwise
+/// x goes through the uniform copy wherever it fits its [`XU_ELEMS`] elements (on
+/// lavapipe a storage load is a checked loop over the lanes, a uniform one a gather), a
+/// single row by the one-row tile, a few rows (a short prompt) by tiles of four; longer
+/// inputs read storage.
+fn tile_for(rows: usize, inner: usize, split: bool) -> Tile {
+    if split && rows == 1 {
+        return Tile::SplitOne;
+    }
+    if split && rows <= SPLIT_MAX_ROWS {
+        return Tile::SplitFour;
+    }
     match rows.checked_mul(inner) {
         Some(n) if n <= XU_ELEMS && rows == 1 => Tile::One,
         Some(n) if n <= XU_ELEMS => Tile::FourUniform,
@@ -383,16 +455,34 @@ impl QuantMatmulKernel {
         Self::prepare_entries(ctx, &wants, subgroups && lanes_adapter(ctx)).await
     }
 
+    /// Builds (or finds cached) the plain pipelines for every type of `types` with the
+    /// split entry for few rows, on any adapter (tests run it on CPU drivers).
+    ///
+    /// # Errors
+    /// A device error building a pipeline.
+    pub(crate) async fn prepare_split(ctx: &GpuContext, types: &[GgmlType]) -> Result<Self> {
+        let tiled: Vec<_> = types
+            .iter()
+            .flat_map(|&ty| {
+                ALL_SPLIT_TILES
+                    .iter()
+                    .map(move |&tile| (ty, QuantVariant::PLAIN, tile))
+            })
+            .collect();
+        Self::build(ctx, &tiled, false, true).await
+    }
+
     /// Builds (or finds cached) the pipelines the products `wants` take.
     ///
     /// # Errors
     /// A device error building a pipeline.
     pub(crate) async fn prepare_variants(ctx: &GpuContext, wants: &[ProductShape]) -> Result<Self> {
+        let split = split_products(ctx);
         let tiled: Vec<_> = wants
             .iter()
-            .map(|w| (w.ty, w.var, tile_for(w.rows, w.inner)))
+            .map(|w| (w.ty, w.var, tile_for(w.rows, w.inner, split)))
             .collect();
-        Self::build(ctx, &tiled, lanes_adapter(ctx)).await
+        Self::build(ctx, &tiled, lanes_adapter(ctx), split).await
     }
 
     /// The pipelines of `wants` in every tile.
@@ -405,14 +495,16 @@ impl QuantMatmulKernel {
             .iter()
             .flat_map(|&(ty, var)| ALL_TILES.iter().map(move |&tile| (ty, var, tile)))
             .collect();
-        Self::build(ctx, &tiled, subgroups).await
+        Self::build(ctx, &tiled, subgroups, false).await
     }
 
-    /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`.
+    /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`;
+    /// `split` says which tiles `wants` were chosen with.
     async fn build(
         ctx: &GpuContext,
         wants: &[(GgmlType, QuantVariant, Tile)],
         subgroups: bool,
+        split: bool,
     ) -> Result<Self> {
         let mut pipes = Vec::new();
         for &(ty, var, tile) in wants {
@@ -429,7 +521,9 @@ impl QuantMatmulKernel {
                 ("EPI", f64::from(var.epi as u32)),
                 ("XU", if tile.uniform() { 1.0 } else { 0.0 }),
             ];
-            let spec = if subgroups && tile == Tile::One {
+            let spec = if tile.split() {
+                &SPEC_SPLIT
+            } else if subgroups && tile == Tile::One {
                 &SPEC_SUBGROUPS
             } else {
                 &SPEC
@@ -444,6 +538,7 @@ impl QuantMatmulKernel {
             unused_v: GpuTensor::empty(ctx, &[4])?,
             x_row: uniform_scratch(ctx, "wgpu-attention quant_matmul x row", XU_ELEMS * 4)?,
             norm_row: uniform_scratch(ctx, "wgpu-attention quant_matmul norm", XU_ELEMS * 4)?,
+            split,
         })
     }
 
@@ -461,7 +556,7 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let tile = tile_for(call.rows, w.cols);
+        let tile = tile_for(call.rows, w.cols, self.split);
         let var = QuantVariant {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
@@ -548,8 +643,7 @@ impl QuantMatmulKernel {
             pos0: u32_of("quant matmul", s.map_or(0, |s| s.pos0))?,
             positions: u32_of("quant matmul", s.map_or(0, |s| s.positions))?,
         };
-        let groups = (w.rows as u64).div_ceil(64 * TILE_COLS)
-            * (call.rows as u64).div_ceil(u64::from(tile.rows()));
+        let groups = tile.workgroups(call.rows, w.rows);
         let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
         let mut norm_row = range(&self.norm_row, 0, XU_ELEMS as u64 * 4);
         if tile.uniform() {

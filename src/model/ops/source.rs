@@ -25,5 +25,12 @@ pub(crate) const QUANT_MATMUL_SUBGROUPS: &str = kernel_wgsl!(subgroups;
     "model/quant_matmul.wgsl",
     "model/quant_matmul_sg.wgsl"
 );
+/// The same kernel with the entry point that splits K across lanes (GPUs, few rows).
+pub(crate) const QUANT_MATMUL_SPLIT: &str = kernel_wgsl!(
+    "model/quant_blocks.wgsl",
+    "model/quant_blocks4.wgsl",
+    "model/quant_matmul.wgsl",
+    "model/quant_matmul_split.wgsl"
+);
 pub(crate) const QUANT_EMBED: &str =
     kernel_wgsl!("model/quant_blocks.wgsl", "model/quant_embed.wgsl");

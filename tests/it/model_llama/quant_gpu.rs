@@ -7,7 +7,8 @@
 use half::f16;
 use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
 use wgpu_attention::model::{
-    quant_embed_probe, quant_matmul_probe, quant_matmul_probe_without_subgroups,
+    quant_embed_probe, quant_matmul_probe, quant_matmul_probe_split,
+    quant_matmul_probe_without_subgroups,
 };
 
 use crate::common::{ctx, Rng};
@@ -127,8 +128,9 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             let bytes = random_tensor(&mut rng, ty, n, k);
             let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
             let w = dequantize(ty, &bytes);
-            // Both entry points: the one that shares x across a subgroup (where the
-            // adapter has 8-lane subgroups) and the one every other adapter runs.
+            // Every entry point: the one that shares x across a subgroup (where the
+            // adapter has 8-lane subgroups), the one every other adapter runs, and the
+            // one that splits K across lanes (GPUs, up to 16 rows).
             let with = pollster::block_on(quant_matmul_probe(ctx(), ty, (n, k), &bytes, &x, rows));
             let without = pollster::block_on(quant_matmul_probe_without_subgroups(
                 ctx(),
@@ -138,7 +140,19 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
                 &x,
                 rows,
             ));
-            for (entry, got) in [("", with), (" without subgroups", without)] {
+            let split = pollster::block_on(quant_matmul_probe_split(
+                ctx(),
+                ty,
+                (n, k),
+                &bytes,
+                &x,
+                rows,
+            ));
+            for (entry, got) in [
+                ("", with),
+                (" without subgroups", without),
+                (" split across lanes", split),
+            ] {
                 let got = got.unwrap_or_else(|e| panic!("{}{entry}: {e}", ty.name()));
                 check(
                     &format!("{} {rows}x{k} by {n}{entry}", ty.name()),

@@ -5,7 +5,8 @@
 use ndarray::Array1;
 use wgpu_attention::model::llama::quant::GgmlType;
 use wgpu_attention::model::llama::{LlamaConfig, LlamaModel};
-use wgpu_attention::model::{GenerateOptions, Sampling};
+use wgpu_attention::model::{force_split_products_for_tests, GenerateOptions, Sampling};
+use wgpu_attention::GpuContext;
 
 use super::gguf_writer::{llama_meta, write, Tensor};
 use super::quant_gpu::random_tensor;
@@ -77,6 +78,21 @@ fn quantized_gguf(
 
 #[test]
 fn quantized_models_on_the_gpu_match_the_cpu_pass() {
+    check_mixes(ctx(), "");
+}
+
+/// The same with every product of at most 16 rows on the entry that splits K across
+/// lanes (GPUs take it), whose sums, norms and epilogues go through a reduction.
+#[test]
+fn quantized_models_with_k_split_across_lanes_match_the_cpu_pass() {
+    let split = GpuContext::new().expect("no GPU adapter");
+    force_split_products_for_tests(&split);
+    check_mixes(&split, " (K split across lanes)");
+}
+
+/// Every mix of types: a 19-token forward pass and a 7-token one (at most 16 rows: the
+/// few-row tiles) against the float64 CPU pass, and six greedy tokens with the cache.
+fn check_mixes(ctx: &GpuContext, entry: &str) {
     let mixes = [
         (GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_1),
         (GgmlType::Q4_0, GgmlType::Q4_0, GgmlType::Q4_0),
@@ -87,39 +103,43 @@ fn quantized_models_on_the_gpu_match_the_cpu_pass() {
     let ids: Vec<u32> = (0..19).map(|i| (i * 41 % 258) as u32).collect();
     for (seed, mix) in mixes.into_iter().enumerate() {
         let what = format!(
-            "{} embedding, {} matrices, {} v and up",
+            "{} embedding, {} matrices, {} v and up{entry}",
             mix.0.name(),
             mix.1.name(),
             mix.2.name()
         );
         let m = LlamaModel::from_gguf_bytes(&quantized_gguf(&WIDE, mix, seed as u64))
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let gpu = m.upload(ctx()).expect("upload");
+        let gpu = m.upload(ctx).expect("upload");
         assert!(
             gpu.weight_bytes() as f64 <= 1.25 * m.tensors().bytes() as f64,
             "{what}: {} device bytes for {} file bytes",
             gpu.weight_bytes(),
             m.tensors().bytes()
         );
-        let cpu = m.forward_reference(&ids, false).expect("reference");
-        let got = pollster::block_on(gpu.forward(ctx(), &ids, false)).expect("gpu");
-        assert_close(
-            &format!("{what}: hidden"),
-            got.hidden.view(),
-            cpu.hidden.view(),
-            2e-4,
-            2e-4,
-        );
-        let (gl, cl): (Array1<f32>, Array1<f32>) = (got.logits.expect("l"), cpu.logits.expect("l"));
-        assert_close(&format!("{what}: logits"), gl.view(), cl.view(), 2e-4, 2e-4);
+        for ids in [&ids[..], &ids[..7]] {
+            let what = format!("{what}, {} tokens", ids.len());
+            let cpu = m.forward_reference(ids, false).expect("reference");
+            let got = pollster::block_on(gpu.forward(ctx, ids, false)).expect("gpu");
+            assert_close(
+                &format!("{what}: hidden"),
+                got.hidden.view(),
+                cpu.hidden.view(),
+                2e-4,
+                2e-4,
+            );
+            let (gl, cl): (Array1<f32>, Array1<f32>) =
+                (got.logits.expect("l"), cpu.logits.expect("l"));
+            assert_close(&format!("{what}: logits"), gl.view(), cl.view(), 2e-4, 2e-4);
+        }
         let opts = GenerateOptions {
             max_new_tokens: 6,
             use_cache: true,
             stop_at_eos: false,
             sampling: Sampling::Greedy,
         };
-        let g = pollster::block_on(gpu.generate(ctx(), &ids[..5], &opts, &mut |_| {}))
-            .expect("gpu gen");
+        let g =
+            pollster::block_on(gpu.generate(ctx, &ids[..5], &opts, &mut |_| {})).expect("gpu gen");
         let c = m
             .generate_reference(&ids[..5], &opts, &mut |_| {})
             .expect("cpu gen");
