@@ -13,7 +13,8 @@ use ndarray::{Array1, Array2};
 use wgpu_attention::{GpuContext, GpuTensor, LinearForTests, LinearTile};
 
 /// (M, K, N): MiniLM's projections at 128 and 8 tokens (q/k/v and output 384 -> 384,
-/// intermediate 384 -> 1536, output dense 1536 -> 384).
+/// intermediate 384 -> 1536, output dense 1536 -> 384), and the same widths for one row
+/// (a decoding step of `mha` with a KV cache).
 const SHAPES: &[(usize, usize, usize)] = &[
     (128, 384, 384),
     (128, 384, 1536),
@@ -21,6 +22,9 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (8, 384, 384),
     (8, 384, 1536),
     (8, 1536, 384),
+    (1, 384, 384),
+    (1, 384, 1536),
+    (1, 1536, 384),
 ];
 
 fn rng_fill(n: usize, seed: u64) -> Vec<f32> {
@@ -49,7 +53,12 @@ fn main() {
     let ctx = GpuContext::new().expect("no GPU adapter");
     let info = ctx.adapter_info();
     println!("adapter: {} ({})", info.name, info.driver_info);
-    let mut tiles = vec![LinearTile::Auto, LinearTile::Tiled];
+    let mut tiles = vec![
+        LinearTile::Auto,
+        LinearTile::Tiled,
+        LinearTile::Split { rows: 1 },
+        LinearTile::Split { rows: 4 },
+    ];
     for (row_groups, col_sets) in [(1, 1), (2, 1), (4, 1), (2, 2), (4, 2)] {
         tiles.push(LinearTile::Lanes {
             row_groups,

@@ -1,5 +1,5 @@
 // Shared by the dense-layer kernels (matmul_tiled.wgsl, matmul_lanes.wgsl,
-// matmul_rows.wgsl): y = epilogue(x W^T + b), W stored as the checkpoints store it,
+// matmul_split.wgsl): y = epilogue(x W^T + b), W stored as the checkpoints store it,
 // (N, K) row-major, so that row n of W is output column n.
 //
 // x and y are read and written through a head layout, so that one kernel both splits

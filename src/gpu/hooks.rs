@@ -132,6 +132,8 @@ pub enum LinearTile {
     Tiled,
     /// matmul_lanes.wgsl with 8 x `row_groups` rows and 32 x `col_sets` columns.
     Lanes { row_groups: u32, col_sets: u32 },
+    /// matmul_split.wgsl with `rows` rows (1 or 4) a workgroup, for any number of rows.
+    Split { rows: u32 },
 }
 
 /// A head layout as `[len, heads, dim, cap, off]` (see shaders/prelude/matmul.wgsl).
@@ -175,6 +177,7 @@ impl LinearForTests {
                 row_groups,
                 col_sets,
             }],
+            LinearTile::Split { rows } => vec![LinearShape::Split { rows }],
         };
         let kernel = LinearKernel::prepare_shapes(ctx, shapes, &needs).await?;
         let w16 = if f16 {

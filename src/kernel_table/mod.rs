@@ -89,7 +89,10 @@ pub(crate) fn kernels() -> Vec<Kernel> {
         &patterns::SPEC,
     ];
     let mut all: Vec<Kernel> = fixed.into_iter().map(Kernel::fixed).collect();
-    let dense = linear::TILED_SPECS.iter().chain(&linear::LANES_SPECS);
+    let dense = linear::TILED_SPECS
+        .iter()
+        .chain(&linear::LANES_SPECS)
+        .chain(&linear::SPLIT_SPECS);
     all.extend(dense.map(Kernel::fixed));
     all.extend(
         crate::model::ops::kernel_specs()

@@ -299,7 +299,11 @@ fn wgsl_u32(kernel: &str, source: &str, name: &str) -> u64 {
 #[test]
 fn linear_shapes_set_declared_overrides() {
     use crate::gpu::kernels::linear::LinearShape;
-    let mut shapes = vec![LinearShape::Tiled];
+    let mut shapes = vec![
+        LinearShape::Tiled,
+        LinearShape::Split { rows: 1 },
+        LinearShape::Split { rows: 4 },
+    ];
     for row_groups in 1..=4 {
         for col_sets in 1..=2 {
             shapes.push(LinearShape::Lanes {

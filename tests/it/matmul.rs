@@ -1,4 +1,4 @@
-//! The dense-layer kernels (matmul_tiled.wgsl, matmul_lanes.wgsl) against a float64
+//! The dense-layer kernels (matmul_tiled.wgsl, matmul_lanes.wgsl, matmul_split.wgsl) against a float64
 //! reference of `y = epilogue(x Wᵀ + b)`: shapes straddling every tile edge, every head
 //! layout (rows, split into heads, merged from heads, KV-cache slots), every epilogue,
 //! f16 weights; outputs pre-filled with NaN, so elements never written fail and
@@ -11,9 +11,15 @@ use crate::common::{ctx, Rng};
 
 /// Every kernel shape this adapter runs, Auto first; lanes shapes only where the adapter
 /// takes them (elsewhere `lanes_shapes_are_refused_where_they_do_not_fit` checks the
-/// refusal).
+/// refusal). The split kernel (GPUs take it for few rows) runs on every adapter, at any
+/// number of rows.
 fn tiles() -> Vec<LinearTile> {
-    let mut all = vec![LinearTile::Auto, LinearTile::Tiled];
+    let mut all = vec![
+        LinearTile::Auto,
+        LinearTile::Tiled,
+        LinearTile::Split { rows: 1 },
+        LinearTile::Split { rows: 4 },
+    ];
     for (row_groups, col_sets) in [(1, 1), (2, 1), (4, 1), (1, 2), (4, 2), (3, 2)] {
         let t = LinearTile::Lanes {
             row_groups,

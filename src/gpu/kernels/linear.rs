@@ -1,10 +1,13 @@
 //! The dense-layer kernels: `y = epilogue(x Wᵀ + b)` with head layouts on both sides,
 //! W as checkpoints store it (`(out, in)`), f32 or f16 W with f32 accumulation, and the
-//! bias, GELU and residual add fused into the store. Two kernels compute it:
+//! bias, GELU and residual add fused into the store. Three kernels compute it:
 //!
 //! - `shaders/kernels/matmul_tiled.wgsl`, shaped for hardware GPUs: 64 x 64 tiles of y
 //!   from slices of x and W staged in padded workgroup memory, a 4 x 4 register
 //!   micro-tile per invocation;
+//! - `shaders/kernels/matmul_split.wgsl`, for few rows on hardware GPUs (at most
+//!   [`SPLIT_MAX_ROWS`]: a decoding step, a short input): K split across groups of 16
+//!   lanes, each group four columns, the lanes' sums added through workgroup memory;
 //! - `shaders/kernels/matmul_lanes.wgsl`, shaped for CPU adapters whose subgroups are the
 //!   SIMD lanes (lavapipe's 8): one subgroup per workgroup, x rows shared by subgroup
 //!   broadcasts, no workgroup memory; its tile (8 to 32 rows, 32 or 64 columns) comes
@@ -65,6 +68,21 @@ pub(crate) const TILED_SPECS: [KernelSpec; 4] = [
     spec("matmul_tiled_scalar_f16", source::MATMUL_TILED_SCALAR_F16),
 ];
 
+/// The split kernel, in the order of [`TILED_SPECS`].
+pub(crate) const SPLIT_SPECS: [KernelSpec; 4] = [
+    spec("matmul_split", source::MATMUL_SPLIT),
+    spec("matmul_split_scalar", source::MATMUL_SPLIT_SCALAR),
+    spec("matmul_split_f16", source::MATMUL_SPLIT_F16),
+    spec("matmul_split_scalar_f16", source::MATMUL_SPLIT_SCALAR_F16),
+];
+
+/// Columns of y a workgroup of the split kernel computes (GROUPS x 4 in matmul_split.wgsl).
+pub(crate) const SPLIT_COLS: u64 = 16;
+
+/// Rows the split kernel serves untuned: more share each W load among enough rows for
+/// the tiled kernel.
+pub(crate) const SPLIT_MAX_ROWS: u32 = 16;
+
 /// The lanes kernel, in the order of [`TILED_SPECS`].
 pub(crate) const LANES_SPECS: [KernelSpec; 4] = [
     spec("matmul_lanes", source::MATMUL_LANES),
@@ -91,6 +109,8 @@ pub(crate) enum LinearShape {
     /// matmul_lanes.wgsl with 8 x `row_groups` rows (1 to 4) and 32 x `col_sets`
     /// columns (1 or 2) per workgroup.
     Lanes { row_groups: u32, col_sets: u32 },
+    /// matmul_split.wgsl with `rows` rows (1 or 4) and 16 columns per workgroup.
+    Split { rows: u32 },
 }
 
 impl LinearShape {
@@ -105,6 +125,17 @@ impl LinearShape {
                 u64::from(LANES_SG * row_groups),
                 u64::from(4 * LANES_SG * col_sets),
             ),
+            LinearShape::Split { rows } => (u64::from(rows), SPLIT_COLS),
+        }
+    }
+
+    /// Whether an untuned call of `rows` rows takes this shape (the first of the
+    /// adapter's shapes that covers them): a tile at least as tall, or for the split
+    /// kernel's four-row shape up to [`SPLIT_MAX_ROWS`] rows.
+    fn covers(self, rows: u32) -> bool {
+        match self {
+            LinearShape::Split { rows: r } if r > 1 => rows <= SPLIT_MAX_ROWS,
+            _ => self.tile().0 >= u64::from(rows),
         }
     }
 
@@ -119,6 +150,7 @@ impl LinearShape {
                 ("ROW_GROUPS", f64::from(row_groups)),
                 ("COL_SETS", f64::from(col_sets)),
             ],
+            LinearShape::Split { rows } => vec![("ROWS", f64::from(rows))],
         }
     }
 
@@ -127,6 +159,7 @@ impl LinearShape {
         let specs = match self {
             LinearShape::Tiled => &TILED_SPECS,
             LinearShape::Lanes { .. } => &LANES_SPECS,
+            LinearShape::Split { .. } => &SPLIT_SPECS,
         };
         &specs[match (elem, vec4) {
             (Elem::F32, true) => 0,
@@ -145,23 +178,66 @@ pub(crate) fn lanes_adapter(ctx: &GpuContext) -> bool {
         && subgroup_sizes(ctx) == Some((LANES_SG, LANES_SG))
 }
 
-/// The shapes `record` chooses among on this adapter, by rows: the lanes kernel's on
-/// lanes adapters, with as few row groups as cover short inputs (a workgroup's rows
-/// are its loads' reuse, so idle rows cost as much as live ones); the tiled kernel
-/// everywhere else.
+/// The memo key of [`force_split_products`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ForcedSplitProducts;
+
+/// Makes products of few rows prepared on `ctx` from now on split K across lanes, as on
+/// GPUs, whatever the adapter (see [`split_products`]).
+pub(crate) fn force_split_products(ctx: &GpuContext) {
+    ctx.memo.insert(ForcedSplitProducts, true);
+}
+
+/// Whether products of few rows (the dense layers' and the models' quantized ones) split
+/// K across lanes on this adapter: on GPUs (discrete, integrated or virtual), where an
+/// invocation per column has neighbouring lanes read W rows K apart, and wherever forced
+/// ([`force_split_products`] on one context, `split-products` among the comma-separated
+/// names of `WGPU_ATTENTION_KERNEL` for every context). CPU drivers keep their kernels:
+/// there a lane is a SIMD lane and each storage load is one per lane whatever the
+/// addresses, so splitting K only adds a reduction (a SmolLM2 step 2.3× slower on
+/// lavapipe). Browsers report no device type, so they keep theirs too.
+pub(crate) fn split_products(ctx: &GpuContext) -> bool {
+    use wgpu::DeviceType::{DiscreteGpu, IntegratedGpu, VirtualGpu};
+    let forced = ctx
+        .memo
+        .get::<ForcedSplitProducts, bool>(&ForcedSplitProducts)
+        .unwrap_or(false)
+        || std::env::var("WGPU_ATTENTION_KERNEL")
+            .is_ok_and(|v| v.split(',').any(|k| k.trim() == "split-products"));
+    forced
+        || matches!(
+            ctx.adapter_info().device_type,
+            DiscreteGpu | IntegratedGpu | VirtualGpu
+        )
+}
+
+/// The shapes `record` chooses among on this adapter, by rows: where products split K
+/// ([`split_products`]), the split kernel's for one row and for up to
+/// [`SPLIT_MAX_ROWS`]; then the lanes kernel's on lanes adapters, with as few row groups
+/// as cover short inputs (a workgroup's rows are its loads' reuse, so idle rows cost as
+/// much as live ones); the tiled kernel everywhere else.
 pub(crate) fn shapes(ctx: &GpuContext) -> Vec<LinearShape> {
+    let mut all = if split_products(ctx) {
+        vec![
+            LinearShape::Split { rows: 1 },
+            LinearShape::Split { rows: 4 },
+        ]
+    } else {
+        Vec::new()
+    };
     if lanes_adapter(ctx) {
         // Measured on lavapipe (benches/matmul.rs): 8 and 16 rows for short inputs, 32
         // rows by 64 columns (the most reuse per load) for longer ones.
-        [(1, 1), (2, 1), (4, 2)]
-            .map(|(row_groups, col_sets)| LinearShape::Lanes {
+        all.extend(
+            [(1, 1), (2, 1), (4, 2)].map(|(row_groups, col_sets)| LinearShape::Lanes {
                 row_groups,
                 col_sets,
-            })
-            .to_vec()
+            }),
+        );
     } else {
-        vec![LinearShape::Tiled]
+        all.push(LinearShape::Tiled);
     }
+    all
 }
 
 /// The shape for `rows` rows among `shapes` (as [`shapes`] lists them): the first whose
@@ -170,7 +246,7 @@ fn shape_for(shapes: &[LinearShape], rows: u32) -> Option<LinearShape> {
     shapes
         .iter()
         .copied()
-        .find(|s| s.tile().0 >= u64::from(rows))
+        .find(|s| s.covers(rows))
         .or_else(|| shapes.last().copied())
 }
 
@@ -485,6 +561,7 @@ impl LinearKernel {
         for s in &shapes {
             let fits = match *s {
                 LinearShape::Tiled => true,
+                LinearShape::Split { rows } => rows == 1 || rows == 4,
                 LinearShape::Lanes {
                     row_groups,
                     col_sets,

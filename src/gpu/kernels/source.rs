@@ -127,9 +127,9 @@ pub(crate) const TO_F16: &str = kernel_wgsl!("kernels/to_f16.wgsl");
 /// A dense-layer kernel (`y = x Wᵀ + b` and its epilogues, every projection of the
 /// models and of `mha`): W's storage type (`elem`), the shared parameters, layouts and
 /// epilogue (`matmul.wgsl`), how x and W are read (`matmul_vec4.wgsl` four elements at
-/// a time, `matmul_scalar.wgsl` for any width), then the kernel. Both kernels take the
-/// subgroup prelude: the lanes kernel uses subgroup operations, and the tiled kernel
-/// shares its preludes.
+/// a time, `matmul_scalar.wgsl` for any width), then the kernel. Every kernel takes the
+/// subgroup prelude: the lanes kernel uses subgroup operations, and the tiled and split
+/// kernels share its preludes.
 macro_rules! matmul_sources {
     ($kernel:literal, $f32:ident, $f32_scalar:ident, $f16:ident, $f16_scalar:ident) => {
         pub(crate) const $f32: &str = kernel_wgsl!(
@@ -169,6 +169,13 @@ matmul_sources!(
     MATMUL_TILED_SCALAR,
     MATMUL_TILED_F16,
     MATMUL_TILED_SCALAR_F16
+);
+matmul_sources!(
+    "kernels/matmul_split.wgsl",
+    MATMUL_SPLIT,
+    MATMUL_SPLIT_SCALAR,
+    MATMUL_SPLIT_F16,
+    MATMUL_SPLIT_SCALAR_F16
 );
 matmul_sources!(
     "kernels/matmul_lanes.wgsl",

@@ -15,7 +15,8 @@ pub(crate) use crate::gpu::kernels::dispatch::range;
 pub(crate) use crate::gpu::kernels::elem::Elem;
 pub(crate) use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 pub(crate) use crate::gpu::kernels::linear::{
-    lanes_adapter, vec4_reads, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, WeightsRef,
+    force_split_products, lanes_adapter, split_products, vec4_reads, Epilogue, HeadLayout, Linear,
+    LinearKernel, LinearNeed, WeightsRef,
 };
 pub(crate) use crate::gpu::kernels::linear_tune::LinearProblem;
 pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};
@@ -101,27 +102,6 @@ pub(crate) fn uniform_scratch(ctx: &GpuContext, label: &str, bytes: usize) -> Re
         bytes as u64,
         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
     )
-}
-
-/// The memo key of [`force_split_products`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct ForcedSplitProducts;
-
-/// Makes the few-row quantized products of kernels prepared on `ctx` from now on take the
-/// entry that splits K across lanes, on any adapter.
-pub(crate) fn force_split_products(ctx: &GpuContext) {
-    ctx.memo.insert(ForcedSplitProducts, true);
-}
-
-/// Whether few-row quantized products are forced onto the split entry: on this context
-/// by [`force_split_products`], or for every context by `split-products` among the
-/// comma-separated names of `WGPU_ATTENTION_KERNEL` (so a whole test suite can run it).
-pub(crate) fn forced_split_products(ctx: &GpuContext) -> bool {
-    ctx.memo
-        .get::<ForcedSplitProducts, bool>(&ForcedSplitProducts)
-        .unwrap_or(false)
-        || std::env::var("WGPU_ATTENTION_KERNEL")
-            .is_ok_and(|v| v.split(',').any(|k| k.trim() == "split-products"))
 }
 
 /// Token ids as a storage buffer.

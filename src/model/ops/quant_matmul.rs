@@ -15,8 +15,8 @@ use std::sync::Arc;
 use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
-    forced_split_products, lanes_adapter, pipeline_with, range, record_pass, uniform,
-    uniform_layout, uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
+    lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_layout,
+    uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -66,28 +66,12 @@ pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
 };
 
 /// Products of at most this many rows take the split entry where [`split_products`]
-/// says so (a decoding step, a short prompt); longer ones have enough rows to share
-/// each W load among and keep the column-per-invocation tiles.
+/// says so (GPUs: a decoding step, a short prompt); longer ones have enough rows to
+/// share each W load among and keep the column-per-invocation tiles.
 pub(crate) const SPLIT_MAX_ROWS: usize = 16;
 
 /// Columns of y a workgroup of the split entry owns (`GROUPS * COLS` in the shader).
 const SPLIT_COLS: u64 = 16;
-
-/// Whether few-row products split K across lanes on this adapter: on GPUs (discrete,
-/// integrated or virtual), where an invocation per column reads W rows `row_bytes` apart
-/// in neighbouring lanes, and wherever forced ([`force_split_products`] or
-/// `WGPU_ATTENTION_KERNEL=split-products`). CPU drivers keep an invocation per four
-/// columns: there a lane is a SIMD lane and each storage load is one per lane whatever
-/// the addresses, so the split adds a reduction and saves nothing. Browsers report no
-/// device type, so they keep it too.
-pub(crate) fn split_products(ctx: &GpuContext) -> bool {
-    use wgpu::DeviceType::{DiscreteGpu, IntegratedGpu, VirtualGpu};
-    forced_split_products(ctx)
-        || matches!(
-            ctx.adapter_info().device_type,
-            DiscreteGpu | IntegratedGpu | VirtualGpu
-        )
-}
 
 /// Elements of the uniform copy `xu` and of the norm's weight `nu` (`XRow` in the
 /// shader, 32 KiB each: two fit the 64 KiB every adapter and browser must allow for
