@@ -432,3 +432,49 @@ async fn llama_tiny_forward_and_cached_generation() {
     assert_eq!(cached.generated, full.generated, "cached vs recomputed");
     assert_eq!(cached.generated, on_cpu.generated, "GPU vs CPU");
 }
+
+/// The products that split K across lanes (what hardware GPUs take for at most 16 rows;
+/// the browser's adapter reports no device type, so it keeps the other kernels unless
+/// forced): on a context of their own, the tiny BERT's forward pass (8 rows through the
+/// dense split kernel) and the tiny llama's forward pass and cached generation (the
+/// quantized matmul's split entry, one row a step) against the float64 CPU path.
+#[wasm_bindgen_test]
+async fn split_products_on_webgpu() {
+    use wgpu_attention::model::bert::BertModel;
+    use wgpu_attention::model::{force_split_products_for_tests, GenerateOptions};
+    let ctx = GpuContext::new_async().await.expect("a second context");
+    force_split_products_for_tests(&ctx);
+    let t = bert_tiny::tiny_bert(8);
+    let model = BertModel::from_parts(t.config.as_bytes(), &t.safetensors, t.tokenizer.as_bytes())
+        .expect("tiny model");
+    let ids = [2, 4, 5, 6, 7, 4, 8, 3];
+    let gpu = model.upload(&ctx).expect("upload");
+    let got = gpu.forward(&ctx, &ids, false).await.expect("gpu forward");
+    let want = model.forward_reference(&ids, false).expect("reference");
+    for (g, w) in got.hidden.iter().zip(want.hidden.iter()) {
+        assert!(
+            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "split BERT hidden {g} against {w}"
+        );
+    }
+    let m = llama_tiny::tiny_model(2, false);
+    let ids = [84, 71, 256, 67, 64, 83, 12];
+    let gpu = m.upload(&ctx).expect("llama upload");
+    let got = gpu.forward(&ctx, &ids, false).await.expect("llama forward");
+    let cpu = m.forward_reference(&ids, false).expect("llama CPU forward");
+    let (gl, cl) = (got.logits.expect("logits"), cpu.logits.expect("logits"));
+    assert_close("split llama logits", gl.view(), cl.view(), 1e-4, 1e-4);
+    let opts = GenerateOptions {
+        max_new_tokens: 8,
+        stop_at_eos: false,
+        ..Default::default()
+    };
+    let cached = gpu
+        .generate(&ctx, &ids, &opts, &mut |_| {})
+        .await
+        .expect("cached");
+    let on_cpu = m
+        .generate_reference(&ids, &opts, &mut |_| {})
+        .expect("CPU generation");
+    assert_eq!(cached.generated, on_cpu.generated, "split GPU vs CPU");
+}
