@@ -395,6 +395,13 @@ fn shared_constants_match() {
             "SG",
             linear::LANES_SG.into(),
         ),
+        // Four columns a group.
+        (
+            "matmul_split",
+            source::MATMUL_SPLIT,
+            "GROUPS",
+            linear::SPLIT_COLS / 4,
+        ),
         (
             "matmul_lanes",
             source::MATMUL_LANES,
