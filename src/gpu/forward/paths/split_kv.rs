@@ -219,10 +219,7 @@ impl SplitKv {
         });
         // DIRECT: the first pass finishes the rows into the caller's outputs, and no
         // combine pass follows.
-        let direct = self
-            .direct_pipe
-            .as_ref()
-            .filter(|_| layouts.iter().all(|l| l.splits == 1));
+        let direct = self.direct_pipe.as_ref().filter(|_| self.direct(layouts));
         let pipe = direct.unwrap_or(pipe);
         for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
             let (outs, pairs) = combine::partial_elems(p, chunk, layout);
@@ -276,7 +273,13 @@ impl SplitKv {
         Ok(made)
     }
 
-    /// Cuts the keys of `p` into chunks and ranges and allocates what they bind.
+    /// Whether records with these key ranges take the `DIRECT` build (one range a row).
+    fn direct(&self, layouts: &[SplitParams]) -> bool {
+        self.direct_pipe.is_some() && layouts.iter().all(|l| l.splits == 1)
+    }
+
+    /// Cuts the keys of `p` into chunks and ranges and allocates what they bind (no
+    /// partials beyond one word where the `DIRECT` build writes the outputs itself).
     fn make_scratch(
         &self,
         ctx: &GpuContext,
@@ -284,14 +287,18 @@ impl SplitKv {
         outputs: &ForwardOutputs<'_>,
     ) -> Result<Scratch> {
         let (chunks, layouts) = self.cut(ctx, p)?;
-        let scratch_elems = chunks
-            .iter()
-            .zip(&layouts)
-            .map(|(c, s)| {
-                let (outs, pairs) = combine::partial_elems(p, c, s);
-                outs + pairs
-            })
-            .fold(1, u64::max);
+        let scratch_elems = if self.direct(&layouts) {
+            1
+        } else {
+            chunks
+                .iter()
+                .zip(&layouts)
+                .map(|(c, s)| {
+                    let (outs, pairs) = combine::partial_elems(p, c, s);
+                    outs + pairs
+                })
+                .fold(1, u64::max)
+        };
         let partials = buffers::empty(
             ctx,
             "wgpu-attention decode partials",
