@@ -353,7 +353,7 @@ enum Tile {
 }
 
 impl Tile {
-    /// Rows of y per invocation (`ROWS`).
+    /// Rows of y per invocation, or per column group of the split entry (`ROWS`).
     fn rows(self) -> u32 {
         match self {
             Tile::One | Tile::SplitOne => 1,
