@@ -256,6 +256,42 @@ fn norm_scale(r: u32) -> f32 {
     return 1.0 / sqrt(row_ss(r) / f32(p.inner) + p.eps);
 }
 
+// The sums of rows m0 .. m0 + ROWS of x against W's rows c .. c + 4 (columns of y) over
+// blocks first, first + step, ... of K, into acc .. acc3 (and ss with NORM). Rows and
+// columns past the last repeat the last one's loads; `finish_tile` drops their sums.
+fn sums(m0: u32, c: u32, first: u32, step: u32) {
+    let last = p.rows - 1u;
+    let ms = min(vec4<u32>(m0, m0 + 1u, m0 + 2u, m0 + 3u), vec4<u32>(last));
+    xr = p.x_off + ms * p.x_stride;
+    acc = vec4<f32>(0.0);
+    acc1 = vec4<f32>(0.0);
+    acc2 = vec4<f32>(0.0);
+    acc3 = vec4<f32>(0.0);
+    ss = vec4<f32>(0.0);
+    let shape = block_shape();
+    let blocks = p.inner / shape.x;
+    let lc = p.cols - 1u;
+    let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
+    let rows = cs * p.row_bytes;
+    for (var b = first; b < blocks; b += step) {
+        block4(rows + vec4<u32>(b * shape.y), b * shape.x);
+    }
+}
+
+// The tile's sums finished and stored as EPI says, for columns c .. c + 4 of rows m0 ..
+// (`finish` drops rows past the last; columns past the last store nothing).
+fn finish_tile(m0: u32, c: u32) {
+    if (c >= p.cols) {
+        return;
+    }
+    finish(m0, c, acc * norm_scale(0u));
+    if (ROWS > 1u) {
+        finish(m0 + 1u, c, acc1 * norm_scale(1u));
+        finish(m0 + 2u, c, acc2 * norm_scale(2u));
+        finish(m0 + 3u, c, acc3 * norm_scale(3u));
+    }
+}
+
 // Invocation `lid` of workgroup `g` (64 invocations, the entry file's workgroup size).
 // An invocation past the last column or row leaves when the entry file's `idle` says so;
 // one that stays (a lane the subgroup entry's broadcasts need) repeats the last column's
@@ -267,31 +303,7 @@ fn product(g: u32, lid: u32) {
     if (idle(c >= p.cols || m0 >= p.rows)) {
         return;
     }
-    let last = p.rows - 1u;
-    let ms = min(vec4<u32>(m0, m0 + 1u, m0 + 2u, m0 + 3u), vec4<u32>(last));
-    xr = p.x_off + ms * p.x_stride;
-    acc = vec4<f32>(0.0);
-    acc1 = vec4<f32>(0.0);
-    acc2 = vec4<f32>(0.0);
-    acc3 = vec4<f32>(0.0);
-    ss = vec4<f32>(0.0);
-    let shape = block_shape();
-    let blocks = p.inner / shape.x;
-    // Columns past the last repeat it (their sums are dropped).
-    let lc = p.cols - 1u;
-    let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
-    let rows = cs * p.row_bytes;
-    for (var b = 0u; b < blocks; b++) {
-        block4(rows + vec4<u32>(b * shape.y), b * shape.x);
-    }
-    // After the loop, so every lane took part in it (finish drops rows past the last).
-    if (c >= p.cols) {
-        return;
-    }
-    finish(m0, c, acc * norm_scale(0u));
-    if (ROWS > 1u) {
-        finish(m0 + 1u, c, acc1 * norm_scale(1u));
-        finish(m0 + 2u, c, acc2 * norm_scale(2u));
-        finish(m0 + 3u, c, acc3 * norm_scale(3u));
-    }
+    sums(m0, c, 0u, 1u);
+    // After the loop, so every lane took part in it.
+    finish_tile(m0, c);
 }

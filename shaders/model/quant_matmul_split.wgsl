@@ -18,20 +18,6 @@ const GROUPS: u32 = 4u;
 // Each lane's partial sums: acc, acc1, acc2, acc3, then the sums of squares, 64 each.
 var<workgroup> part: array<vec4<f32>, 320>;
 
-fn block4(o: vec4<u32>, k0: u32) {
-    decode_block4(o, k0);
-}
-
-// `product` (the other entries' loop) is not called here; it needs these to compile.
-fn idle(past_the_end: bool) -> bool {
-    return past_the_end;
-}
-
-// After the reduction, the group's first lane holds the whole rows' sums of squares.
-fn row_ss(r: u32) -> f32 {
-    return ss[r];
-}
-
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -45,23 +31,8 @@ fn main(
     let c = ((g % col_groups) * GROUPS + group) * COLS;
     let m0 = (g / col_groups) * ROWS;
     // No lane leaves before the barrier: columns and rows past the last repeat the last
-    // one's loads, and their sums are dropped by `finish`.
-    let last = p.rows - 1u;
-    let ms = min(vec4<u32>(m0, m0 + 1u, m0 + 2u, m0 + 3u), vec4<u32>(last));
-    xr = p.x_off + ms * p.x_stride;
-    acc = vec4<f32>(0.0);
-    acc1 = vec4<f32>(0.0);
-    acc2 = vec4<f32>(0.0);
-    acc3 = vec4<f32>(0.0);
-    ss = vec4<f32>(0.0);
-    let shape = block_shape();
-    let blocks = p.inner / shape.x;
-    let lc = p.cols - 1u;
-    let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
-    let rows = cs * p.row_bytes;
-    for (var b = s; b < blocks; b += SPLIT) {
-        block4(rows + vec4<u32>(b * shape.y), b * shape.x);
-    }
+    // one's loads, and their sums are dropped by `finish_tile`.
+    sums(m0, c, s, SPLIT);
     part[lid] = acc;
     part[64u + lid] = acc1;
     part[128u + lid] = acc2;
@@ -79,13 +50,5 @@ fn main(
         acc3 += part[192u + lid + i];
         ss += part[256u + lid + i];
     }
-    if (c >= p.cols) {
-        return;
-    }
-    finish(m0, c, acc * norm_scale(0u));
-    if (ROWS > 1u) {
-        finish(m0 + 1u, c, acc1 * norm_scale(1u));
-        finish(m0 + 2u, c, acc2 * norm_scale(2u));
-        finish(m0 + 3u, c, acc3 * norm_scale(3u));
-    }
+    finish_tile(m0, c);
 }

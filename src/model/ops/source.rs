@@ -16,6 +16,7 @@ pub(crate) const QUANT_MATMUL: &str = kernel_wgsl!(
     "model/quant_blocks.wgsl",
     "model/quant_blocks4.wgsl",
     "model/quant_matmul.wgsl",
+    "model/quant_matmul_plain.wgsl",
     "model/quant_matmul_main.wgsl"
 );
 /// The same kernel with the entry point that shares x across a subgroup's lanes.
@@ -30,6 +31,7 @@ pub(crate) const QUANT_MATMUL_SPLIT: &str = kernel_wgsl!(
     "model/quant_blocks.wgsl",
     "model/quant_blocks4.wgsl",
     "model/quant_matmul.wgsl",
+    "model/quant_matmul_plain.wgsl",
     "model/quant_matmul_split.wgsl"
 );
 pub(crate) const QUANT_EMBED: &str =
