@@ -23,10 +23,7 @@ pub use family::{Model, ModelGpu};
 pub use files::sha256_hex;
 pub use locate::{model_cache_dir, resolve_model_path};
 #[doc(hidden)]
-pub use ops::{
-    force_split_products_for_tests, quant_embed_probe, quant_matmul_probe,
-    quant_matmul_probe_split, quant_matmul_probe_without_subgroups,
-};
+pub use ops::{force_split_products_for_tests, quant_embed_probe, quant_matmul_probe, QuantEntry};
 pub use stages::StageTimes;
 pub use tokens::{words, Token, Word, CONTINUATION_MARK, NEWLINE_MARK, SPACE_MARK, TAB_MARK};
 pub use types::{

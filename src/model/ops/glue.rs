@@ -16,7 +16,7 @@ pub(crate) use crate::gpu::kernels::elem::Elem;
 pub(crate) use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 pub(crate) use crate::gpu::kernels::linear::{
     force_split_products, lanes_adapter, split_products, vec4_reads, Epilogue, HeadLayout, Linear,
-    LinearKernel, LinearNeed, WeightsRef,
+    LinearKernel, LinearNeed, WeightsRef, SPLIT_MAX_ROWS,
 };
 pub(crate) use crate::gpu::kernels::linear_tune::LinearProblem;
 pub(crate) use crate::gpu::kernels::pipelines::{Binding, KernelPipeline, KernelSpec};

@@ -33,8 +33,7 @@ pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
 #[doc(hidden)]
 pub use probe::{
-    force_split_products_for_tests, quant_embed_probe, quant_matmul_probe,
-    quant_matmul_probe_split, quant_matmul_probe_without_subgroups,
+    force_split_products_for_tests, quant_embed_probe, quant_matmul_probe, QuantEntry,
 };
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{

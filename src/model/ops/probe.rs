@@ -18,54 +18,47 @@ fn nan_tensor(ctx: &GpuContext, shape: &[usize]) -> Result<GpuTensor, ModelError
     Ok(GpuTensor::upload(ctx, "y", view)?)
 }
 
-/// `y (rows, n) = x (rows, k) Wᵀ` with `w` the bytes of an `(n, k)` tensor of type `ty`.
+/// Which entry point of the quantized matmul a probe runs.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantEntry {
+    /// The adapter's own choice (on lanes adapters, the subgroup entry for one row).
+    Adapter,
+    /// The entry adapters without subgroups run, also where the adapter has them.
+    Plain,
+    /// K split across lanes for at most 16 rows (what GPUs take), on any adapter.
+    Split,
+}
+
+/// `y (rows, n) = x (rows, k) Wᵀ` with `w` the bytes of an `(n, k)` tensor of type `ty`,
+/// on the entry point `entry`, so that every entry runs on one machine.
 ///
 /// # Errors
 /// As the launcher: a bad shape, an unsupported type, a device failure.
 #[doc(hidden)]
 pub async fn quant_matmul_probe(
     ctx: &GpuContext,
+    entry: QuantEntry,
     ty: GgmlType,
-    shape: (usize, usize),
-    w: &[u8],
-    x: &[f32],
-    rows: usize,
+    (n, k): (usize, usize),
+    (w, x, rows): (&[u8], &[f32], usize),
 ) -> Result<Vec<f32>, ModelError> {
-    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Subgroups).await
-}
-
-/// As [`quant_matmul_probe`], with the entry point that adapters without subgroups use
-/// also where the adapter has them, so that both entries run on one machine.
-///
-/// # Errors
-/// As the launcher.
-#[doc(hidden)]
-pub async fn quant_matmul_probe_without_subgroups(
-    ctx: &GpuContext,
-    ty: GgmlType,
-    shape: (usize, usize),
-    w: &[u8],
-    x: &[f32],
-    rows: usize,
-) -> Result<Vec<f32>, ModelError> {
-    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Plain).await
-}
-
-/// As [`quant_matmul_probe`], with products of at most 16 rows on the entry that splits
-/// K across lanes (GPUs take it) also where the adapter would not.
-///
-/// # Errors
-/// As the launcher.
-#[doc(hidden)]
-pub async fn quant_matmul_probe_split(
-    ctx: &GpuContext,
-    ty: GgmlType,
-    shape: (usize, usize),
-    w: &[u8],
-    x: &[f32],
-    rows: usize,
-) -> Result<Vec<f32>, ModelError> {
-    matmul_probe(ctx, ty, shape, (w, x, rows), Entry::Split).await
+    let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
+    let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
+        .map_err(|e| ModelError::input("x", e.to_string()))?;
+    let x = GpuTensor::upload(ctx, "x", xs)?;
+    let y = nan_tensor(ctx, &[rows, n])?;
+    let (subgroups, split) = match entry {
+        QuantEntry::Adapter => (true, false),
+        QuantEntry::Plain => (false, false),
+        QuantEntry::Split => (false, true),
+    };
+    let kernel = QuantMatmulKernel::prepare_plain(ctx, &[ty], subgroups, split).await?;
+    let mut enc = ctx.device().create_command_encoder(&Default::default());
+    let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
+    kernel.record(ctx, &mut enc, &call)?;
+    submit(ctx, enc, "quant matmul probe").await?;
+    Ok(read_tensors(ctx, &[&y]).await?.remove(0))
 }
 
 /// Makes every few-row quantized product of the models run on `ctx` from now on take the
@@ -74,41 +67,6 @@ pub async fn quant_matmul_probe_split(
 #[doc(hidden)]
 pub fn force_split_products_for_tests(ctx: &GpuContext) {
     force_split_products(ctx);
-}
-
-/// Which entry point of the quantized matmul a probe runs.
-#[derive(Clone, Copy)]
-enum Entry {
-    /// The adapter's own choice for one row (the subgroup entry on lanes adapters).
-    Subgroups,
-    /// The entry every adapter without subgroups runs.
-    Plain,
-    /// K split across lanes for few rows.
-    Split,
-}
-
-async fn matmul_probe(
-    ctx: &GpuContext,
-    ty: GgmlType,
-    (n, k): (usize, usize),
-    (w, x, rows): (&[u8], &[f32], usize),
-    entry: Entry,
-) -> Result<Vec<f32>, ModelError> {
-    let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
-    let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
-        .map_err(|e| ModelError::input("x", e.to_string()))?;
-    let x = GpuTensor::upload(ctx, "x", xs)?;
-    let y = nan_tensor(ctx, &[rows, n])?;
-    let kernel = match entry {
-        Entry::Subgroups => QuantMatmulKernel::prepare_with(ctx, &[ty], true).await?,
-        Entry::Plain => QuantMatmulKernel::prepare_with(ctx, &[ty], false).await?,
-        Entry::Split => QuantMatmulKernel::prepare_split(ctx, &[ty]).await?,
-    };
-    let mut enc = ctx.device().create_command_encoder(&Default::default());
-    let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
-    kernel.record(ctx, &mut enc, &call)?;
-    submit(ctx, enc, "quant matmul probe").await?;
-    Ok(read_tensors(ctx, &[&y]).await?.remove(0))
 }
 
 /// Rows `ids` of a `(vocab, k)` table of type `ty`, dequantized on the device.

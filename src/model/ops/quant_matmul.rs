@@ -16,7 +16,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_layout,
-    uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout,
+    uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout, SPLIT_MAX_ROWS,
 };
 use super::quant_matrix::QuantMatrix;
 use super::{shape_error, source, u32_of};
@@ -64,11 +64,6 @@ pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
     source: source::QUANT_MATMUL_SPLIT,
     ..SPEC
 };
-
-/// Products of at most this many rows take the split entry where [`split_products`]
-/// says so (GPUs: a decoding step, a short prompt); longer ones have enough rows to
-/// share each W load among and keep the column-per-invocation tiles.
-pub(crate) const SPLIT_MAX_ROWS: usize = 16;
 
 /// Columns of y a workgroup of the split entry owns (`GROUPS * COLS` in the shader).
 const SPLIT_COLS: u64 = 16;
@@ -413,7 +408,7 @@ fn tile_for(rows: usize, inner: usize, split: bool) -> Tile {
     if split && rows == 1 {
         return Tile::SplitOne;
     }
-    if split && rows <= SPLIT_MAX_ROWS {
+    if split && rows <= SPLIT_MAX_ROWS as usize {
         return Tile::SplitFour;
     }
     match rows.checked_mul(inner) {
@@ -424,36 +419,30 @@ fn tile_for(rows: usize, inner: usize, split: bool) -> Tile {
 }
 
 impl QuantMatmulKernel {
-    /// Builds (or finds cached) the plain pipelines for every type of `types`, one-row
-    /// products from the subgroup entry where `subgroups` and the adapter is a lanes
-    /// adapter (tests run both entries on one).
+    /// Builds (or finds cached) the plain pipelines for every type of `types` in every
+    /// tile [`tile_for`] gives with `split`: with it, the split entry's for few rows on
+    /// any adapter (tests run it on CPU drivers); without, one-row products from the
+    /// subgroup entry where `subgroups` and the adapter is a lanes adapter (tests run
+    /// both entries on one).
     ///
     /// # Errors
     /// A device error building a pipeline.
-    pub(crate) async fn prepare_with(
+    pub(crate) async fn prepare_plain(
         ctx: &GpuContext,
         types: &[GgmlType],
         subgroups: bool,
+        split: bool,
     ) -> Result<Self> {
-        let wants: Vec<_> = types.iter().map(|&t| (t, QuantVariant::PLAIN)).collect();
-        Self::prepare_entries(ctx, &wants, subgroups && lanes_adapter(ctx)).await
-    }
-
-    /// Builds (or finds cached) the plain pipelines for every type of `types` with the
-    /// split entry for few rows, on any adapter (tests run it on CPU drivers).
-    ///
-    /// # Errors
-    /// A device error building a pipeline.
-    pub(crate) async fn prepare_split(ctx: &GpuContext, types: &[GgmlType]) -> Result<Self> {
+        let tiles = if split { ALL_SPLIT_TILES } else { ALL_TILES };
         let tiled: Vec<_> = types
             .iter()
             .flat_map(|&ty| {
-                ALL_SPLIT_TILES
+                tiles
                     .iter()
                     .map(move |&tile| (ty, QuantVariant::PLAIN, tile))
             })
             .collect();
-        Self::build(ctx, &tiled, false, true).await
+        Self::build(ctx, &tiled, subgroups && lanes_adapter(ctx), split).await
     }
 
     /// Builds (or finds cached) the pipelines the products `wants` take.
@@ -467,19 +456,6 @@ impl QuantMatmulKernel {
             .map(|w| (w.ty, w.var, tile_for(w.rows, w.inner, split)))
             .collect();
         Self::build(ctx, &tiled, lanes_adapter(ctx), split).await
-    }
-
-    /// The pipelines of `wants` in every tile.
-    async fn prepare_entries(
-        ctx: &GpuContext,
-        wants: &[(GgmlType, QuantVariant)],
-        subgroups: bool,
-    ) -> Result<Self> {
-        let tiled: Vec<_> = wants
-            .iter()
-            .flat_map(|&(ty, var)| ALL_TILES.iter().map(move |&tile| (ty, var, tile)))
-            .collect();
-        Self::build(ctx, &tiled, subgroups, false).await
     }
 
     /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`;

@@ -6,10 +6,7 @@
 
 use half::f16;
 use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
-use wgpu_attention::model::{
-    quant_embed_probe, quant_matmul_probe, quant_matmul_probe_split,
-    quant_matmul_probe_without_subgroups,
-};
+use wgpu_attention::model::{quant_embed_probe, quant_matmul_probe, QuantEntry};
 
 use crate::common::{ctx, Rng};
 
@@ -131,31 +128,21 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             // Every entry point: the one that shares x across a subgroup (where the
             // adapter has 8-lane subgroups), the one every other adapter runs, and the
             // one that splits K across lanes (GPUs, up to 16 rows).
-            let with = pollster::block_on(quant_matmul_probe(ctx(), ty, (n, k), &bytes, &x, rows));
-            let without = pollster::block_on(quant_matmul_probe_without_subgroups(
-                ctx(),
-                ty,
-                (n, k),
-                &bytes,
-                &x,
-                rows,
-            ));
-            let split = pollster::block_on(quant_matmul_probe_split(
-                ctx(),
-                ty,
-                (n, k),
-                &bytes,
-                &x,
-                rows,
-            ));
-            for (entry, got) in [
-                ("", with),
-                (" without subgroups", without),
-                (" split across lanes", split),
+            for (entry, name) in [
+                (QuantEntry::Adapter, ""),
+                (QuantEntry::Plain, " without subgroups"),
+                (QuantEntry::Split, " split across lanes"),
             ] {
-                let got = got.unwrap_or_else(|e| panic!("{}{entry}: {e}", ty.name()));
+                let got = pollster::block_on(quant_matmul_probe(
+                    ctx(),
+                    entry,
+                    ty,
+                    (n, k),
+                    (&bytes, &x, rows),
+                ))
+                .unwrap_or_else(|e| panic!("{}{name}: {e}", ty.name()));
                 check(
-                    &format!("{} {rows}x{k} by {n}{entry}", ty.name()),
+                    &format!("{} {rows}x{k} by {n}{name}", ty.name()),
                     &got,
                     &x,
                     &w,
@@ -199,21 +186,19 @@ fn a_matrix_of_partial_blocks_is_refused() {
     let bytes = vec![0u8; 20 * 3];
     let e = pollster::block_on(quant_matmul_probe(
         ctx(),
+        QuantEntry::Adapter,
         GgmlType::Q4_1,
         (3, 48),
-        &bytes,
-        &[0.0; 48],
-        1,
+        (&bytes, &[0.0; 48], 1),
     ))
     .expect_err("48 is not whole blocks of 32");
     assert!(e.to_string().contains("whole"), "{e}");
     let e = pollster::block_on(quant_matmul_probe(
         ctx(),
+        QuantEntry::Adapter,
         GgmlType::Q4_1,
         (4, 32),
-        &bytes,
-        &[0.0; 32],
-        1,
+        (&bytes, &[0.0; 32], 1),
     ))
     .expect_err("3 rows of bytes for 4");
     assert!(e.to_string().contains("bytes"), "{e}");
