@@ -122,12 +122,23 @@ impl FusedKernel {
     /// (which may also name `subgroup-decode`, for the decode path), `Auto` when unset or
     /// none names a fused kernel.
     pub(crate) fn from_env() -> Self {
-        let names = std::env::var("WGPU_ATTENTION_KERNEL").unwrap_or_default();
-        names
-            .split(',')
-            .find_map(Self::from_name)
+        kernel_env_names()
+            .iter()
+            .find_map(|n| Self::from_name(n))
             .unwrap_or(FusedKernel::Auto)
     }
+}
+
+/// The comma-separated names of `WGPU_ATTENTION_KERNEL`, trimmed; none when it is unset.
+/// Besides a fused kernel's name, the list may hold `subgroup-decode` (the decode path's
+/// subgroup kernel) and `split-products` (few-row products splitting K across lanes).
+pub(crate) fn kernel_env_names() -> Vec<String> {
+    std::env::var("WGPU_ATTENTION_KERNEL")
+        .unwrap_or_default()
+        .split(',')
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
 }
 
 /// Every option of a call, with the defaults of PyTorch's `scaled_dot_product_attention`.

@@ -79,8 +79,8 @@ pub(crate) const SPLIT_SPECS: [KernelSpec; 4] = [
 /// Columns of y a workgroup of the split kernel computes (GROUPS x 4 in matmul_split.wgsl).
 pub(crate) const SPLIT_COLS: u64 = 16;
 
-/// Rows the split kernel serves untuned: more share each W load among enough rows for
-/// the tiled kernel.
+/// Rows the split kernels serve (this one untuned, and the quantized matmul's split
+/// entry): more share each W load among enough rows for the tiled kernels.
 pub(crate) const SPLIT_MAX_ROWS: u32 = 16;
 
 /// The lanes kernel, in the order of [`TILED_SPECS`].
@@ -202,8 +202,9 @@ pub(crate) fn split_products(ctx: &GpuContext) -> bool {
         .memo
         .get::<ForcedSplitProducts, bool>(&ForcedSplitProducts)
         .unwrap_or(false)
-        || std::env::var("WGPU_ATTENTION_KERNEL")
-            .is_ok_and(|v| v.split(',').any(|k| k.trim() == "split-products"));
+        || crate::options::kernel_env_names()
+            .iter()
+            .any(|k| k == "split-products");
     forced
         || matches!(
             ctx.adapter_info().device_type,

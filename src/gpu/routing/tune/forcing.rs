@@ -35,8 +35,9 @@ pub(super) fn forced_subgroup_decode(ctx: &GpuContext) -> Option<u32> {
     {
         return Some(d);
     }
-    let named = std::env::var("WGPU_ATTENTION_KERNEL")
-        .is_ok_and(|v| v.split(',').any(|k| k.trim() == "subgroup-decode"));
+    let named = crate::options::kernel_env_names()
+        .iter()
+        .any(|k| k == "subgroup-decode");
     (named && subgroup_sizes(ctx).is_some()).then_some(0)
 }
 
