@@ -56,6 +56,11 @@ struct QuantMatmul {
     kv_off: u32,
     pos0: u32,
     positions: u32,
+    // W in uniform pages (QuantMatrix's `Pages`): rows a page (0: W's rows lie one after
+    // another), bytes from one page to the next, and the dispatch's chunk of pages.
+    page_rows: u32,
+    page_stride: u32,
+    chunk: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: QuantMatmul;
@@ -153,6 +158,25 @@ fn take4(a: vec4<f32>, b: vec4<f32>, c: vec4<f32>, d: vec4<f32>, k: u32) {
         let x3 = xin(xr.w, k, 3u);
         acc3 += vec4<f32>(dot(a, x3), dot(b, x3), dot(c, x3), dot(d, x3));
     }
+}
+
+// Pages a dispatch of the paged entry binds (quant_matmul_paged.wgsl), and the columns
+// each of its invocations owns (four from each group of four pages).
+const PAGES: u32 = 12u;
+
+// Byte offset of W's row c. Paged, chunk d of PAGES pages holds rows d * PAGES * S ..
+// with S = page_rows: page 4g + j of the chunk, slot s, holds row d * PAGES * S +
+// 4 S g + 4 s + j, so that one invocation of the paged entry reads its columns from
+// its slot of every page.
+fn row_at(c: u32) -> u32 {
+    let rs = p.page_rows;
+    if (rs == 0u) {
+        return c * p.row_bytes;
+    }
+    let d = c / (PAGES * rs);
+    let r = c % (PAGES * rs);
+    let page = d * PAGES + (r / (4u * rs)) * 4u + r % 4u;
+    return page * p.page_stride + ((r % (4u * rs)) / 4u) * p.row_bytes;
 }
 
 // Where row m, column c of an output with `heads` heads of `cap` rows lands.
@@ -272,7 +296,7 @@ fn sums(m0: u32, c: u32, first: u32, step: u32) {
     let blocks = p.inner / shape.x;
     let lc = p.cols - 1u;
     let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
-    let rows = cs * p.row_bytes;
+    let rows = vec4<u32>(row_at(cs.x), row_at(cs.y), row_at(cs.z), row_at(cs.w));
     for (var b = first; b < blocks; b += step) {
         block4(rows + vec4<u32>(b * shape.y), b * shape.x);
     }

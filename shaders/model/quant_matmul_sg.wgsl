@@ -79,17 +79,30 @@ fn q4_0_staged(o: vec4<u32>, x: XBlock) {
     acc += d * (n - 8.0 * x.sum);
 }
 
+// Four Q4_1 rows' sums over a block: each row's d/m word (lanes of dm) and quant words
+// 0 .. 3 (q0 .. q3), against the staged x.
+fn q4_1_dots(dm: vec4<u32>, q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>, x: XBlock) -> vec4<f32> {
+    let m0 = halves(dm.x);
+    let m1 = halves(dm.y);
+    let m2 = halves(dm.z);
+    let m3 = halves(dm.w);
+    let n = nibble_dots(q0, x.x0, x.x4)
+        + nibble_dots(q1, x.x1, x.x5)
+        + nibble_dots(q2, x.x2, x.x6)
+        + nibble_dots(q3, x.x3, x.x7);
+    return vec4<f32>(m0.x, m1.x, m2.x, m3.x) * n + vec4<f32>(m0.y, m1.y, m2.y, m3.y) * x.sum;
+}
+
 fn q4_1_staged(o: vec4<u32>, x: XBlock) {
     let b = o >> vec4<u32>(2u);
-    let m0 = halves(w[b.x]);
-    let m1 = halves(w[b.y]);
-    let m2 = halves(w[b.z]);
-    let m3 = halves(w[b.w]);
-    let n = nibble_dots(w4(b + vec4<u32>(1u)), x.x0, x.x4)
-        + nibble_dots(w4(b + vec4<u32>(2u)), x.x1, x.x5)
-        + nibble_dots(w4(b + vec4<u32>(3u)), x.x2, x.x6)
-        + nibble_dots(w4(b + vec4<u32>(4u)), x.x3, x.x7);
-    acc += vec4<f32>(m0.x, m1.x, m2.x, m3.x) * n + vec4<f32>(m0.y, m1.y, m2.y, m3.y) * x.sum;
+    acc += q4_1_dots(
+        w4(b),
+        w4(b + vec4<u32>(1u)),
+        w4(b + vec4<u32>(2u)),
+        w4(b + vec4<u32>(3u)),
+        w4(b + vec4<u32>(4u)),
+        x,
+    );
 }
 
 // Quant word of four Q8_0 rows from the block words before and after it (see q8_0_block4).
@@ -155,15 +168,4 @@ fn row_ss(r: u32) -> f32 {
         + subgroupBroadcast(ss_own, 2u) + subgroupBroadcast(ss_own, 3u)
         + subgroupBroadcast(ss_own, 4u) + subgroupBroadcast(ss_own, 5u)
         + subgroupBroadcast(ss_own, 6u) + subgroupBroadcast(ss_own, 7u);
-}
-
-@compute @workgroup_size(64)
-fn main(
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(subgroup_invocation_id) sl: u32,
-) {
-    lane = sl;
-    product(wid.x + wid.y * nwg.x, lid);
 }

@@ -229,22 +229,27 @@ fn check_struct(
                     kind: naga::ScalarKind::Float,
                     width: 4,
                 }) => ScalarKind::F32,
-                // A block of f32 vectors (the quantized matmul's copy of x), whose extent
-                // the struct's size checks.
-                TypeInner::Array { base, .. }
-                    if matches!(
-                        module.types[base].inner,
-                        TypeInner::Vector {
-                            scalar: Scalar {
+                // A block of f32 or u32 vectors (the quantized matmul's copy of x, a page
+                // of W), whose extent the struct's size checks.
+                TypeInner::Array { base, .. } => match module.types[base].inner {
+                    TypeInner::Vector {
+                        scalar:
+                            Scalar {
                                 kind: naga::ScalarKind::Float,
                                 width: 4,
                             },
-                            ..
-                        }
-                    ) =>
-                {
-                    ScalarKind::F32
-                }
+                        ..
+                    } => ScalarKind::F32,
+                    TypeInner::Vector {
+                        scalar:
+                            Scalar {
+                                kind: naga::ScalarKind::Uint,
+                                width: 4,
+                            },
+                        ..
+                    } => ScalarKind::U32,
+                    ref other => panic!("{at}.{:?}: an array of {other:?}", m.name),
+                },
                 ref other => panic!("{at}.{:?}: not a 4-byte scalar: {other:?}", m.name),
             };
             (m.name.clone().unwrap_or_default(), m.offset as usize, kind)

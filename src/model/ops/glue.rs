@@ -43,13 +43,19 @@ pub(crate) async fn pipeline_with(
     pipelines::pipeline(ctx, spec, constants).await
 }
 
-/// A read-only storage buffer holding `bytes` verbatim, rounded up to whole words and
+/// A buffer of `usage` (storage, and uniform for paged weights) holding `bytes` verbatim,
+/// rounded up to whole words and
 /// followed by one zero word (so a kernel may read the word after any byte it reads).
 ///
 /// # Errors
 /// [`crate::AttentionError::TooLarge`] past the device's storage binding limit; a device
 /// error creating it.
-pub(crate) fn upload_words(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Result<wgpu::Buffer> {
+pub(crate) fn upload_words(
+    ctx: &GpuContext,
+    label: &str,
+    bytes: &[u8],
+    usage: wgpu::BufferUsages,
+) -> Result<wgpu::Buffer> {
     ctx.check_alive()?;
     let size = (bytes.len() as u64).next_multiple_of(4) + 4;
     let limits = ctx.device().limits();
@@ -66,7 +72,7 @@ pub(crate) fn upload_words(ctx: &GpuContext, label: &str, bytes: &[u8]) -> Resul
     let buffer = ctx.device().create_buffer(&wgpu::BufferDescriptor {
         label: Some(label),
         size,
-        usage: wgpu::BufferUsages::STORAGE,
+        usage,
         mapped_at_creation: true,
     });
     {

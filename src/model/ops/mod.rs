@@ -31,9 +31,9 @@ pub(crate) use glue::{
 };
 pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
-#[doc(hidden)]
 pub use probe::{
-    force_split_products_for_tests, quant_embed_probe, quant_matmul_probe, QuantEntry,
+    force_pages_for_tests, force_split_products_for_tests, quant_embed_probe,
+    quant_matmul_paged_probe, quant_matmul_probe, QuantEntry,
 };
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
@@ -67,7 +67,7 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
 }
 
 /// Every model kernel's spec, for the crate's kernel table.
-pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 10] {
+pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 11] {
     [
         &embed::SPEC,
         &add_norm::SPEC,
@@ -78,6 +78,7 @@ pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 10] {
         &quant_matmul::SPEC,
         &quant_matmul::SPEC_SUBGROUPS,
         &quant_matmul::SPEC_SPLIT,
+        &quant_matmul::SPEC_PAGED,
         &quant_embed::SPEC,
     ]
 }

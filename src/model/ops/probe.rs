@@ -5,6 +5,7 @@
 use ndarray::{ArrayViewD, IxDyn};
 
 use super::glue::{force_split_products, read_tensors, submit, upload_ids};
+use super::quant_matrix::force_pages;
 use super::{OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel, QuantMatrix};
 use crate::model::llama::quant::GgmlType;
 use crate::model::ModelError;
@@ -44,6 +45,39 @@ pub async fn quant_matmul_probe(
     (w, x, rows): (&[u8], &[f32], usize),
 ) -> Result<Vec<f32>, ModelError> {
     let w = QuantMatrix::upload(ctx, "probe weights", ty, (n, k), w)?;
+    quant_matmul_on(ctx, entry, &w, (x, rows)).await
+}
+
+/// [`quant_matmul_probe`] with W stored in uniform pages of at most `page_rows` rows
+/// (where a row fits a page), as a model keeps its Q4_1 projections on lavapipe: the
+/// adapter's one-row products then take the paged entry, every other entry finds the
+/// rows in the pages.
+///
+/// # Errors
+/// As [`quant_matmul_probe`].
+#[doc(hidden)]
+pub async fn quant_matmul_paged_probe(
+    ctx: &GpuContext,
+    entry: QuantEntry,
+    ty: GgmlType,
+    (n, k): (usize, usize),
+    (w, x, rows): (&[u8], &[f32], usize),
+    page_rows: usize,
+) -> Result<Vec<f32>, ModelError> {
+    let w = QuantMatrix::upload_paged(ctx, "probe weights", ty, (n, k), w, page_rows)?;
+    if w.pages.is_none() {
+        return Err(ModelError::input("page_rows", "no row fits a page"));
+    }
+    quant_matmul_on(ctx, entry, &w, (x, rows)).await
+}
+
+async fn quant_matmul_on(
+    ctx: &GpuContext,
+    entry: QuantEntry,
+    w: &QuantMatrix,
+    (x, rows): (&[f32], usize),
+) -> Result<Vec<f32>, ModelError> {
+    let (n, k) = (w.rows, w.cols);
     let xs = ArrayViewD::from_shape(IxDyn(&[rows, k]), x)
         .map_err(|e| ModelError::input("x", e.to_string()))?;
     let x = GpuTensor::upload(ctx, "x", xs)?;
@@ -53,9 +87,9 @@ pub async fn quant_matmul_probe(
         QuantEntry::Plain => (false, false),
         QuantEntry::Split => (false, true),
     };
-    let kernel = QuantMatmulKernel::prepare_plain(ctx, &[ty], subgroups, split).await?;
+    let kernel = QuantMatmulKernel::prepare_plain(ctx, &[w.ty], subgroups, split).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
-    let call = QuantMatmul::plain((&x, 0, rows), &w, &y, OutLayout::rows(rows, n));
+    let call = QuantMatmul::plain((&x, 0, rows), w, &y, OutLayout::rows(rows, n));
     kernel.record(ctx, &mut enc, &call)?;
     submit(ctx, enc, "quant matmul probe").await?;
     Ok(read_tensors(ctx, &[&y]).await?.remove(0))
@@ -67,6 +101,14 @@ pub async fn quant_matmul_probe(
 #[doc(hidden)]
 pub fn force_split_products_for_tests(ctx: &GpuContext) {
     force_split_products(ctx);
+}
+
+/// Makes every model uploaded on `ctx` from now on keep the matrices the paged entry of
+/// the quantized matmul reads (Q4_1, on lavapipe) in pages of at most `page_rows` rows,
+/// also where the pages take more memory than the rows (small models).
+#[doc(hidden)]
+pub fn force_pages_for_tests(ctx: &GpuContext, page_rows: usize) {
+    force_pages(ctx, page_rows);
 }
 
 /// Rows `ids` of a `(vocab, k)` table of type `ty`, dequantized on the device.

@@ -18,7 +18,7 @@ use super::glue::{
     lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_layout,
     uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout, SPLIT_MAX_ROWS,
 };
-use super::quant_matrix::QuantMatrix;
+use super::quant_matrix::{pages_serve, QuantMatrix};
 use super::{shape_error, source, u32_of};
 use crate::error::{AttentionError, Result};
 use crate::model::llama::quant::GgmlType;
@@ -65,6 +65,60 @@ pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
     ..SPEC
 };
 
+/// The subgroup kernel reading W from [`PAGES`] uniform pages (QuantMatrix's
+/// [`Pages`](super::quant_matrix::Pages)) rather than storage
+/// (`shaders/model/quant_matmul_paged.wgsl`): one-row Q4_1 products on lavapipe, whose
+/// storage loads go lane by lane.
+pub(crate) const SPEC_PAGED: KernelSpec = KernelSpec {
+    name: "model_quant_matmul_paged",
+    source: source::QUANT_MATMUL_PAGED,
+    bindings: &[
+        Binding::Uniform,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+        Binding::Read,
+        Binding::Read,
+        Binding::ReadWrite,
+        Binding::ReadWrite,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+        Binding::Uniform,
+    ],
+    trusted: false,
+    uniforms: &[
+        params_uniform,
+        x_row_uniform,
+        x_row_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+        page_uniform,
+    ],
+};
+
+/// Pages a dispatch of the paged entry binds (`PAGES` in the shader).
+pub(crate) const PAGES: usize = 12;
+
 /// Columns of y a workgroup of the split entry owns (`GROUPS * COLS` in the shader).
 const SPLIT_COLS: u64 = 16;
 
@@ -79,6 +133,21 @@ const XU_ELEMS: usize = 8192;
 #[derive(Clone, Copy, Pod, Zeroable)]
 struct XRow {
     v: [[f32; 4]; XU_ELEMS / 4],
+}
+
+/// One uniform page of W (`Page` in quant_matmul_paged.wgsl).
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable)]
+struct Page {
+    v: [[u32; 4]; PAGE_BYTES / 16],
+}
+
+/// Bytes of a [`Page`] binding.
+pub(crate) const PAGE_BYTES: usize = 65536;
+
+/// [`Page`] as the WGSL declares it.
+fn page_uniform() -> UniformLayout {
+    uniform_layout!(Page as "Page" { v })
 }
 
 /// [`XRow`] as the WGSL declares it.
@@ -106,11 +175,14 @@ pub(crate) struct QuantMatmulParams {
     kv_off: u32,
     pos0: u32,
     positions: u32,
+    page_rows: u32,
+    page_stride: u32,
+    chunk: u32,
 }
 
 /// [`QuantMatmulParams`] as the WGSL declares it.
 fn params_uniform() -> UniformLayout {
-    uniform_layout!(QuantMatmulParams as "QuantMatmul" { rows, cols, inner, row_bytes, x_off, x_stride, out => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"], eps, col0, q_end, k_end, kv_heads, kv_cap, kv_off, pos0, positions })
+    uniform_layout!(QuantMatmulParams as "QuantMatmul" { rows, cols, inner, row_bytes, x_off, x_stride, out => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"], eps, col0, q_end, k_end, kv_heads, kv_cap, kv_off, pos0, positions, page_rows, page_stride, chunk })
 }
 
 /// Where row `m`, column `c` of y goes: `((b * heads + h) * cap + off + l) * dim + d` with
@@ -345,20 +417,22 @@ enum Tile {
     SplitOne,
     /// Four rows a workgroup, K split across lanes, read from storage.
     SplitFour,
+    /// One row, read from the uniform copy, W from its uniform pages ([`SPEC_PAGED`]).
+    Paged,
 }
 
 impl Tile {
     /// Rows of y per invocation, or per column group of the split entry (`ROWS`).
     fn rows(self) -> u32 {
         match self {
-            Tile::One | Tile::SplitOne => 1,
+            Tile::One | Tile::SplitOne | Tile::Paged => 1,
             Tile::FourUniform | Tile::Four | Tile::SplitFour => 4,
         }
     }
 
     /// Whether x (and the norm's weight) come from the uniform copy (`XU`).
     fn uniform(self) -> bool {
-        matches!(self, Tile::One | Tile::FourUniform)
+        matches!(self, Tile::One | Tile::FourUniform | Tile::Paged)
     }
 
     /// Whether the split entry runs it.
@@ -467,7 +541,17 @@ impl QuantMatmulKernel {
         split: bool,
     ) -> Result<Self> {
         let mut pipes = Vec::new();
-        for &(ty, var, tile) in wants {
+        // One-row products of a type kept in pages also get the paged entry, which
+        // `record` takes for the matrices that are.
+        let paged = wants.iter().filter_map(|&(ty, var, tile)| {
+            (subgroups && tile == Tile::One && pages_serve(ctx, ty)).then_some((
+                ty,
+                var,
+                Tile::Paged,
+            ))
+        });
+        let wants: Vec<_> = wants.iter().copied().chain(paged).collect();
+        for &(ty, var, tile) in &wants {
             if pipes
                 .iter()
                 .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == tile)
@@ -483,6 +567,8 @@ impl QuantMatmulKernel {
             ];
             let spec = if tile.split() {
                 &SPEC_SPLIT
+            } else if tile == Tile::Paged {
+                &SPEC_PAGED
             } else if subgroups && tile == Tile::One {
                 &SPEC_SUBGROUPS
             } else {
@@ -516,15 +602,22 @@ impl QuantMatmulKernel {
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
-        let tile = tile_for(call.rows, w.cols, self.split);
+        let mut tile = tile_for(call.rows, w.cols, self.split);
         let var = QuantVariant {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
         };
-        let (name, pipe) = self
-            .pipes
-            .iter()
-            .find(|(t, v, r, _, _)| *t == w.ty && *v == var && *r == tile)
+        let find = |tile| {
+            self.pipes
+                .iter()
+                .find(|(t, v, r, _, _)| *t == w.ty && *v == var && *r == tile)
+        };
+        // A paged matrix's one-row products take the paged entry where it was built;
+        // every other entry finds W's rows through the pages too.
+        if tile == Tile::One && w.pages.is_some() && find(Tile::Paged).is_some() {
+            tile = Tile::Paged;
+        }
+        let (name, pipe) = find(tile)
             .map(|(_, _, _, name, p)| (*name, p))
             .ok_or_else(|| {
                 AttentionError::Unsupported(format!(
@@ -602,9 +695,10 @@ impl QuantMatmulKernel {
             kv_off: u32_of("quant matmul", s.map_or(0, |s| s.kv.off))?,
             pos0: u32_of("quant matmul", s.map_or(0, |s| s.pos0))?,
             positions: u32_of("quant matmul", s.map_or(0, |s| s.positions))?,
+            page_rows: u32_of("quant matmul", w.pages.map_or(0, |p| p.rows))?,
+            page_stride: u32_of("quant matmul", w.pages.map_or(0, |p| p.stride))?,
+            chunk: 0,
         };
-        let groups = tile.workgroups(call.rows, w.rows);
-        let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
         let mut norm_row = range(&self.norm_row, 0, XU_ELEMS as u64 * 4);
         if tile.uniform() {
             // tile_for allows rows of at most XU_ELEMS elements together, and W's rows
@@ -622,8 +716,8 @@ impl QuantMatmulKernel {
                 None => {}
             }
         }
-        let resources = vec![
-            params.as_entire_binding(),
+        // Every binding after the params.
+        let rest = vec![
             whole(call.x),
             range(&w.buffer, 0, w.buffer.size()),
             whole(call.y),
@@ -634,7 +728,34 @@ impl QuantMatmulKernel {
             self.x_row.as_entire_binding(),
             norm_row,
         ];
-        record_pass(ctx, encoder, (name, pipe), resources, groups)
+        match (tile, w.pages) {
+            (Tile::Paged, Some(pages)) => {
+                // One dispatch a chunk of pages, S / 8 workgroups of eight slots.
+                for chunk in 0..pages.chunks {
+                    let params = QuantMatmulParams {
+                        chunk: u32_of("quant matmul", chunk)?,
+                        ..params
+                    };
+                    let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
+                    let mut resources = vec![params.as_entire_binding()];
+                    resources.extend(rest.iter().cloned());
+                    for page in chunk * PAGES..(chunk + 1) * PAGES {
+                        let at = (page * pages.stride) as u64;
+                        resources.push(range(&w.buffer, at, PAGE_BYTES as u64));
+                    }
+                    let groups = pages.rows.div_ceil(8) as u64;
+                    record_pass(ctx, encoder, (name, pipe), resources, groups)?;
+                }
+                Ok(())
+            }
+            _ => {
+                let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
+                let groups = tile.workgroups(call.rows, w.rows);
+                let mut resources = vec![params.as_entire_binding()];
+                resources.extend(rest);
+                record_pass(ctx, encoder, (name, pipe), resources, groups)
+            }
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! are stored in the file (one copy, whatever reads it), with what the kernels need to
 //! find a row and decode it.
 
-use super::glue::upload_words;
+use super::glue::{lanes_adapter, split_products, upload_words};
+use super::quant_matmul::{PAGES, PAGE_BYTES};
 use crate::error::{AttentionError, Result};
 use crate::model::llama::quant::GgmlType;
 use crate::GpuContext;
@@ -23,13 +24,78 @@ pub(crate) fn kernel_block(ty: GgmlType) -> Option<(usize, usize)> {
 }
 
 /// `(rows, cols)` of type `ty` on the device: row r (an output of `y = x Wᵀ`, or a row
-/// of an embedding table) is bytes `r * row_bytes ..` of the buffer.
+/// of an embedding table) is bytes `r * row_bytes ..` of the buffer, or where `pages`
+/// puts it.
 pub(crate) struct QuantMatrix {
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) ty: GgmlType,
     pub(crate) rows: usize,
     pub(crate) cols: usize,
     pub(crate) row_bytes: usize,
+    pub(crate) pages: Option<Pages>,
+}
+
+/// W's rows in pages a uniform binding can hold, for the quantized matmul's paged entry
+/// (lavapipe's one-row Q4_1 products; `shaders/model/quant_matmul_paged.wgsl`). Chunk d
+/// of [`PAGES`] pages holds rows `d * PAGES * rows ..`: page `4 g + j` of the chunk, at
+/// slot s (bytes `s * row_bytes ..` of the page), holds the chunk's row `4 rows g + 4 s +
+/// j`, so that one invocation reads its twelve columns from one slot of every page. Page
+/// i starts at byte `i * stride` and is bound as [`PAGE_BYTES`] bytes, so the buffer ends
+/// that far past the last page's start. Every other entry finds a row through the same
+/// mapping (`row_at` in quant_matmul.wgsl).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Pages {
+    /// Rows (slots) a page.
+    pub(crate) rows: usize,
+    /// Bytes from one page's start to the next's.
+    pub(crate) stride: usize,
+    /// Chunks of [`PAGES`] pages: a paged product's dispatches.
+    pub(crate) chunks: usize,
+}
+
+impl Pages {
+    /// Pages for `rows` rows of `row_bytes` with at most `max_rows` a page, each page's
+    /// start a multiple of `align`; `None` when a row does not fit a page.
+    pub(crate) fn plan(
+        rows: usize,
+        row_bytes: usize,
+        align: usize,
+        max_rows: usize,
+    ) -> Option<Self> {
+        let most = (PAGE_BYTES / row_bytes.max(1)).min(max_rows);
+        if most == 0 || rows == 0 || !row_bytes.is_multiple_of(4) {
+            return None;
+        }
+        let chunks = rows.div_ceil(PAGES * most);
+        let per = rows.div_ceil(PAGES * chunks);
+        Some(Self {
+            rows: per,
+            stride: (per * row_bytes).next_multiple_of(align.max(4)),
+            chunks,
+        })
+    }
+
+    /// Bytes of the buffer: every page's start, and the last page's whole binding.
+    pub(crate) fn bytes(&self) -> usize {
+        (PAGES * self.chunks - 1) * self.stride + PAGE_BYTES
+    }
+
+    /// Byte offset of row c (as `row_at` in quant_matmul.wgsl).
+    pub(crate) fn row_at(&self, c: usize, row_bytes: usize) -> usize {
+        let (d, r) = (c / (PAGES * self.rows), c % (PAGES * self.rows));
+        let page = d * PAGES + r / (4 * self.rows) * 4 + r % 4;
+        page * self.stride + (r % (4 * self.rows)) / 4 * row_bytes
+    }
+
+    /// The tensor's bytes (`rows` rows of `row_bytes`) laid out in these pages.
+    fn lay_out(&self, bytes: &[u8], row_bytes: usize) -> Vec<u8> {
+        let mut out = vec![0u8; self.bytes()];
+        for (c, row) in bytes.chunks_exact(row_bytes).enumerate() {
+            let at = self.row_at(c, row_bytes);
+            out[at..at + row_bytes].copy_from_slice(row);
+        }
+        out
+    }
 }
 
 impl QuantMatrix {
@@ -46,6 +112,58 @@ impl QuantMatrix {
         ty: GgmlType,
         (rows, cols): (usize, usize),
         bytes: &[u8],
+    ) -> Result<Self> {
+        Self::upload_laid_out(ctx, label, ty, (rows, cols), bytes, Layout::Rows)
+    }
+
+    /// [`QuantMatrix::upload`] for a matrix the quantized matmul reads: in [`Pages`]
+    /// where the paged entry will read it (one-row Q4_1 products on a CPU driver with
+    /// 8-lane subgroups, which can bind [`PAGES`] uniform pages), unless the pages would
+    /// take more than a quarter more memory than the rows (a small matrix: each buffer
+    /// ends a whole page binding past its last page's start).
+    ///
+    /// # Errors
+    /// As [`QuantMatrix::upload`].
+    pub(crate) fn upload_for_products(
+        ctx: &GpuContext,
+        label: &str,
+        ty: GgmlType,
+        shape: (usize, usize),
+        bytes: &[u8],
+    ) -> Result<Self> {
+        let forced = ctx.memo.get::<ForcedPages, usize>(&ForcedPages);
+        let layout = match forced {
+            _ if !pages_serve(ctx, ty) => Layout::Rows,
+            Some(rows) => Layout::Paged(rows),
+            None => Layout::PagedIfSmall,
+        };
+        Self::upload_laid_out(ctx, label, ty, shape, bytes, layout)
+    }
+
+    /// [`QuantMatrix::upload`] in [`Pages`] of at most `max_rows` rows whatever the
+    /// memory they take (the edge-shape tests), rows as stored where a row does not fit
+    /// a page.
+    ///
+    /// # Errors
+    /// As [`QuantMatrix::upload`].
+    pub(crate) fn upload_paged(
+        ctx: &GpuContext,
+        label: &str,
+        ty: GgmlType,
+        shape: (usize, usize),
+        bytes: &[u8],
+        max_rows: usize,
+    ) -> Result<Self> {
+        Self::upload_laid_out(ctx, label, ty, shape, bytes, Layout::Paged(max_rows))
+    }
+
+    fn upload_laid_out(
+        ctx: &GpuContext,
+        label: &str,
+        ty: GgmlType,
+        (rows, cols): (usize, usize),
+        bytes: &[u8],
+        layout: Layout,
     ) -> Result<Self> {
         let (per, size) = kernel_block(ty).ok_or_else(|| {
             AttentionError::Unsupported(format!("{label}: the kernels do not decode {}", ty.name()))
@@ -75,17 +193,80 @@ impl QuantMatrix {
                 detail: format!("{label}: {} bytes exceed 32-bit offsets", bytes.len()),
             });
         }
+        let align = ctx.limits.min_uniform_buffer_offset_alignment as usize;
+        let pages = match layout {
+            Layout::Rows => None,
+            Layout::Paged(max_rows) => Pages::plan(rows, row_bytes, align, max_rows),
+            Layout::PagedIfSmall => Pages::plan(rows, row_bytes, align, usize::MAX)
+                .filter(|p| p.bytes() <= bytes.len() + bytes.len() / 4),
+        };
+        let buffer = match pages {
+            Some(p) if u32::try_from(p.bytes() + 8).is_ok() => {
+                let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::UNIFORM;
+                upload_words(ctx, label, &p.lay_out(bytes, row_bytes), usage)?
+            }
+            _ => {
+                let buffer = upload_words(ctx, label, bytes, wgpu::BufferUsages::STORAGE)?;
+                return Ok(Self::rows(buffer, ty, (rows, cols), row_bytes));
+            }
+        };
         Ok(Self {
-            buffer: upload_words(ctx, label, bytes)?,
+            pages,
+            ..Self::rows(buffer, ty, (rows, cols), row_bytes)
+        })
+    }
+
+    fn rows(
+        buffer: wgpu::Buffer,
+        ty: GgmlType,
+        (rows, cols): (usize, usize),
+        row_bytes: usize,
+    ) -> Self {
+        Self {
+            buffer,
             ty,
             rows,
             cols,
             row_bytes,
-        })
+            pages: None,
+        }
     }
 
     /// Device bytes the matrix occupies.
     pub(crate) fn device_bytes(&self) -> u64 {
         self.buffer.size()
     }
+}
+
+/// The memo key of [`force_pages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct ForcedPages;
+
+/// Makes [`QuantMatrix::upload_for_products`] on `ctx` from now on keep every matrix the
+/// paged entry can read in pages of at most `rows` rows, whatever the memory they take.
+pub(crate) fn force_pages(ctx: &GpuContext, rows: usize) {
+    ctx.memo.insert(ForcedPages, rows);
+}
+
+/// How [`QuantMatrix::upload_laid_out`] stores the rows.
+#[derive(Debug, Clone, Copy)]
+enum Layout {
+    /// One after another, as in the file.
+    Rows,
+    /// In [`Pages`] of at most this many rows.
+    Paged(usize),
+    /// In [`Pages`] where they take at most a quarter more memory.
+    PagedIfSmall,
+}
+
+/// Whether one-row products of type `ty` on `ctx` take the paged entry: Q4_1 on a CPU
+/// driver with 8-lane subgroups (the subgroup entry's adapters) that can bind the
+/// entry's [`PAGES`] pages beside its three other uniform buffers, where few-row
+/// products do not split K across lanes.
+pub(crate) fn pages_serve(ctx: &GpuContext, ty: GgmlType) -> bool {
+    ty == GgmlType::Q4_1
+        && lanes_adapter(ctx)
+        && !split_products(ctx)
+        && ctx.limits.max_uniform_buffers_per_shader_stage as usize >= PAGES + 3
+        && ctx.limits.max_uniform_buffer_binding_size as usize >= PAGE_BYTES
 }

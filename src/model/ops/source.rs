@@ -24,7 +24,16 @@ pub(crate) const QUANT_MATMUL_SUBGROUPS: &str = kernel_wgsl!(subgroups;
     "model/quant_blocks.wgsl",
     "model/quant_blocks4.wgsl",
     "model/quant_matmul.wgsl",
-    "model/quant_matmul_sg.wgsl"
+    "model/quant_matmul_sg.wgsl",
+    "model/quant_matmul_sg_main.wgsl"
+);
+/// The subgroup kernel with the entry point that reads W from uniform pages.
+pub(crate) const QUANT_MATMUL_PAGED: &str = kernel_wgsl!(subgroups;
+    "model/quant_blocks.wgsl",
+    "model/quant_blocks4.wgsl",
+    "model/quant_matmul.wgsl",
+    "model/quant_matmul_sg.wgsl",
+    "model/quant_matmul_paged.wgsl"
 );
 /// The same kernel with the entry point that splits K across lanes (GPUs, few rows).
 pub(crate) const QUANT_MATMUL_SPLIT: &str = kernel_wgsl!(

@@ -6,7 +6,9 @@
 
 use half::f16;
 use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
-use wgpu_attention::model::{quant_embed_probe, quant_matmul_probe, QuantEntry};
+use wgpu_attention::model::{
+    quant_embed_probe, quant_matmul_paged_probe, quant_matmul_probe, QuantEntry,
+};
 
 use crate::common::{ctx, Rng};
 
@@ -151,6 +153,67 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             }
         }
     }
+}
+
+/// W kept in uniform pages (a model's Q4_1 projections on lavapipe): the paged entry for
+/// one row, and every other entry finding the rows in the pages, at pages of a few rows,
+/// so that a product spans several chunks of pages (several dispatches of the paged
+/// entry) with a ragged last one, and at pages as full as a binding allows. Shapes whose
+/// rows are not whole blocks, or not whole words (which cannot be paged), are left out.
+#[test]
+fn paged_weights_give_the_dequantized_product_on_every_entry() {
+    let mut rng = Rng::new(22);
+    // (rows of x, K, N, rows a page at most).
+    let shapes = [
+        (1, 32, 1, 1),
+        (1, 64, 100, 3),
+        (1, 96, 37, 2),
+        (1, 288, 260, 16),
+        (1, 64, 2000, usize::MAX),
+        (4, 64, 100, 3),
+        (17, 96, 50, 2),
+        (1, 8192 + 256, 5, 1),
+    ];
+    let mut paged = 0;
+    for &(ty, per, size, _) in TYPES {
+        for (rows, k, n, page_rows) in shapes {
+            if k % per != 0 || (k / per * size) % 4 != 0 {
+                continue;
+            }
+            let bytes = random_tensor(&mut rng, ty, n, k);
+            let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
+            let w = dequantize(ty, &bytes);
+            for (entry, name) in [
+                (QuantEntry::Adapter, ""),
+                (QuantEntry::Plain, " without subgroups"),
+                (QuantEntry::Split, " split across lanes"),
+            ] {
+                let got = pollster::block_on(quant_matmul_paged_probe(
+                    ctx(),
+                    entry,
+                    ty,
+                    (n, k),
+                    (&bytes, &x, rows),
+                    page_rows,
+                ))
+                .unwrap_or_else(|e| panic!("{} paged{name}: {e}", ty.name()));
+                check(
+                    &format!(
+                        "{} {rows}x{k} by {n} in pages of {page_rows}{name}",
+                        ty.name()
+                    ),
+                    &got,
+                    &x,
+                    &w,
+                    (rows, n, k),
+                );
+                paged += 1;
+            }
+        }
+    }
+    // Q4_1 (the paged entry's type) at every shape, and at least the other 32-element
+    // types at some.
+    assert!(paged >= 3 * 8 * 3, "{paged} paged products checked");
 }
 
 #[test]

@@ -181,7 +181,21 @@ fn upload_f32(
     Ok(GpuTensor::upload(ctx, arg, view)?)
 }
 
+/// A layer's projection, laid out for the products (in pages where the paged entry
+/// reads it).
 fn upload_matrix(ctx: &GpuContext, label: &str, t: &RawTensor) -> Result<QuantMatrix, ModelError> {
+    Ok(QuantMatrix::upload_for_products(
+        ctx,
+        label,
+        t.ty,
+        (t.rows, t.cols),
+        &t.bytes,
+    )?)
+}
+
+/// The token embedding or the logits head, rows as stored: the embedding gather reads
+/// the table, and the head can be the same tensor.
+fn upload_table(ctx: &GpuContext, label: &str, t: &RawTensor) -> Result<QuantMatrix, ModelError> {
     Ok(QuantMatrix::upload(
         ctx,
         label,
@@ -240,11 +254,11 @@ impl LlamaGpu {
             });
         }
         let table = Rope::new(c.head_dim, c.rope_theta).table(c.context);
-        let embed = upload_matrix(ctx, "token_embd.weight", &t.embed)?;
+        let embed = upload_table(ctx, "token_embd.weight", &t.embed)?;
         let lm_head = t
             .lm_head
             .as_ref()
-            .map(|o| upload_matrix(ctx, "output.weight", o))
+            .map(|o| upload_table(ctx, "output.weight", o))
             .transpose()?;
         let head = lm_head.as_ref().unwrap_or(&embed);
         let head_variant = (head.ty, QuantVariant::PLAIN, head.cols);

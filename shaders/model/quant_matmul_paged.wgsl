@@ -1,0 +1,162 @@
+// The entry point of quant_matmul.wgsl that reads W from uniform buffers, for one row
+// of x on a CPU driver's 8-lane subgroups (lavapipe) and Q4_1 blocks (the layers of
+// SmolLM2's file). Mesa 22.3's lavapipe loads from a storage buffer lane by lane, with a
+// bounds check and a branch per lane and per word, and those loads were a third of a
+// decoding step; from a uniform buffer a load is one gather over the lanes. A uniform
+// binding holds at most 64 KiB, so such a matrix is stored as pages (QuantMatrix's
+// `Pages`): a dispatch binds the PAGES pages of one chunk, and invocation s owns slot s
+// of every page, twelve columns of y (four from each group of four pages: columns
+// chunk * 12 S + 4 S g + 4 s + j, S = page_rows). x is staged through the subgroup once
+// for all twelve (quant_matmul_sg.wgsl's `stage`), and every column is finished as the
+// other entries finish theirs. Each page is read at a constant binding, so no load
+// depends on a branch. Workgroups of eight invocations, so that a chunk of S slots
+// makes S / 8 workgroups for the driver's threads.
+
+// One page: the bytes of `page_rows` W rows, as words (a binding of 64 KiB).
+struct Page {
+    v: array<vec4<u32>, 4096>,
+}
+
+@group(0) @binding(10) var<uniform> page0: Page;
+@group(0) @binding(11) var<uniform> page1: Page;
+@group(0) @binding(12) var<uniform> page2: Page;
+@group(0) @binding(13) var<uniform> page3: Page;
+@group(0) @binding(14) var<uniform> page4: Page;
+@group(0) @binding(15) var<uniform> page5: Page;
+@group(0) @binding(16) var<uniform> page6: Page;
+@group(0) @binding(17) var<uniform> page7: Page;
+@group(0) @binding(18) var<uniform> page8: Page;
+@group(0) @binding(19) var<uniform> page9: Page;
+@group(0) @binding(20) var<uniform> page10: Page;
+@group(0) @binding(21) var<uniform> page11: Page;
+
+// Word i of page q.
+fn pw0(i: u32) -> u32 {
+    return page0.v[i >> 2u][i & 3u];
+}
+
+fn pw1(i: u32) -> u32 {
+    return page1.v[i >> 2u][i & 3u];
+}
+
+fn pw2(i: u32) -> u32 {
+    return page2.v[i >> 2u][i & 3u];
+}
+
+fn pw3(i: u32) -> u32 {
+    return page3.v[i >> 2u][i & 3u];
+}
+
+fn pw4(i: u32) -> u32 {
+    return page4.v[i >> 2u][i & 3u];
+}
+
+fn pw5(i: u32) -> u32 {
+    return page5.v[i >> 2u][i & 3u];
+}
+
+fn pw6(i: u32) -> u32 {
+    return page6.v[i >> 2u][i & 3u];
+}
+
+fn pw7(i: u32) -> u32 {
+    return page7.v[i >> 2u][i & 3u];
+}
+
+fn pw8(i: u32) -> u32 {
+    return page8.v[i >> 2u][i & 3u];
+}
+
+fn pw9(i: u32) -> u32 {
+    return page9.v[i >> 2u][i & 3u];
+}
+
+fn pw10(i: u32) -> u32 {
+    return page10.v[i >> 2u][i & 3u];
+}
+
+fn pw11(i: u32) -> u32 {
+    return page11.v[i >> 2u][i & 3u];
+}
+
+// Q4_1 sums of the block at word i of pages 0 .. 3 (the chunk's columns 4 s ..).
+fn group0(i: u32, x: XBlock) -> vec4<f32> {
+    return q4_1_dots(
+        vec4<u32>(pw0(i + 0u), pw1(i + 0u), pw2(i + 0u), pw3(i + 0u)),
+        vec4<u32>(pw0(i + 1u), pw1(i + 1u), pw2(i + 1u), pw3(i + 1u)),
+        vec4<u32>(pw0(i + 2u), pw1(i + 2u), pw2(i + 2u), pw3(i + 2u)),
+        vec4<u32>(pw0(i + 3u), pw1(i + 3u), pw2(i + 3u), pw3(i + 3u)),
+        vec4<u32>(pw0(i + 4u), pw1(i + 4u), pw2(i + 4u), pw3(i + 4u)),
+        x,
+    );
+}
+
+// Q4_1 sums of the block at word i of pages 4 .. 7 (the chunk's columns 4 S + 4 s ..).
+fn group1(i: u32, x: XBlock) -> vec4<f32> {
+    return q4_1_dots(
+        vec4<u32>(pw4(i + 0u), pw5(i + 0u), pw6(i + 0u), pw7(i + 0u)),
+        vec4<u32>(pw4(i + 1u), pw5(i + 1u), pw6(i + 1u), pw7(i + 1u)),
+        vec4<u32>(pw4(i + 2u), pw5(i + 2u), pw6(i + 2u), pw7(i + 2u)),
+        vec4<u32>(pw4(i + 3u), pw5(i + 3u), pw6(i + 3u), pw7(i + 3u)),
+        vec4<u32>(pw4(i + 4u), pw5(i + 4u), pw6(i + 4u), pw7(i + 4u)),
+        x,
+    );
+}
+
+// Q4_1 sums of the block at word i of pages 8 .. 11 (the chunk's columns 8 S + 4 s ..).
+fn group2(i: u32, x: XBlock) -> vec4<f32> {
+    return q4_1_dots(
+        vec4<u32>(pw8(i + 0u), pw9(i + 0u), pw10(i + 0u), pw11(i + 0u)),
+        vec4<u32>(pw8(i + 1u), pw9(i + 1u), pw10(i + 1u), pw11(i + 1u)),
+        vec4<u32>(pw8(i + 2u), pw9(i + 2u), pw10(i + 2u), pw11(i + 2u)),
+        vec4<u32>(pw8(i + 3u), pw9(i + 3u), pw10(i + 3u), pw11(i + 3u)),
+        vec4<u32>(pw8(i + 4u), pw9(i + 4u), pw10(i + 4u), pw11(i + 4u)),
+        x,
+    );
+}
+
+@compute @workgroup_size(8)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) sl: u32,
+) {
+    lane = sl;
+    let s = wid.x * 8u + lid;
+    let past = s >= p.page_rows;
+    // A lane past the last slot stays while its subgroup needs it for the broadcasts,
+    // reading the last slot's words, and stores nothing.
+    if (idle(past)) {
+        return;
+    }
+    xr = vec4<u32>(p.x_off);
+    acc = vec4<f32>(0.0);
+    acc1 = vec4<f32>(0.0);
+    acc2 = vec4<f32>(0.0);
+    let words = p.row_bytes / 4u;
+    let base = min(s, p.page_rows - 1u) * words;
+    let blocks = p.inner / 32u;
+    for (var b = 0u; b < blocks; b++) {
+        let x = stage(b * 32u);
+        let i = base + b * 5u;
+        acc += group0(i, x);
+        acc1 += group1(i, x);
+        acc2 += group2(i, x);
+    }
+    // Every lane, before any leaves: the norm's sum of squares takes broadcasts.
+    let scale = norm_scale(0u);
+    if (past) {
+        return;
+    }
+    let c = p.chunk * PAGES * p.page_rows + 4u * s;
+    let g = 4u * p.page_rows;
+    if (c < p.cols) {
+        finish(0u, c, acc * scale);
+    }
+    if (c + g < p.cols) {
+        finish(0u, c + g, acc1 * scale);
+    }
+    if (c + 2u * g < p.cols) {
+        finish(0u, c + 2u * g, acc2 * scale);
+    }
+}
