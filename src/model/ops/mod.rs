@@ -37,7 +37,7 @@ pub use probe::{
 };
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
-    EpiKind, NormRows, OutLayout, ProductShape, QkvSplit, QuantEpilogue, QuantMatmul,
+    x_tensor, EpiKind, NormRows, OutLayout, ProductShape, QkvSplit, QuantEpilogue, QuantMatmul,
     QuantMatmulKernel, QuantNorm, QuantVariant,
 };
 pub(crate) use quant_matrix::QuantMatrix;

@@ -20,7 +20,7 @@
 
 use super::{GateUp, LlamaGpu};
 use crate::model::ops::{
-    ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
+    x_tensor, ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
     QuantMatmul, QuantMatmulKernel, QuantNorm, RmsNorm, RmsNormKernel, SiluMulKernel, StageMarks,
 };
 use crate::model::ModelError;
@@ -80,12 +80,14 @@ impl Workspace {
         Ok(Self {
             rows,
             ids,
-            x: t(&[rows, c.hidden])?,
-            xn: t(&[rows, c.hidden])?,
+            // What the products read as x, which they can then bind as their uniform
+            // copy of it.
+            x: x_tensor(ctx, &[rows, c.hidden])?,
+            xn: x_tensor(ctx, &[rows, c.hidden])?,
             q: t(&[1, c.heads, rows, c.head_dim])?,
-            attn: t(&[1, c.heads, rows, c.head_dim])?,
-            merged: t(&[if rows > 1 { rows } else { 1 }, c.q_width()])?,
-            gate: t(&[rows, c.intermediate])?,
+            attn: x_tensor(ctx, &[1, c.heads, rows, c.head_dim])?,
+            merged: x_tensor(ctx, &[if rows > 1 { rows } else { 1 }, c.q_width()])?,
+            gate: x_tensor(ctx, &[rows, c.intermediate])?,
             up: t(&[rows, c.intermediate])?,
             logits: t(&[1, c.vocab])?,
         })
