@@ -80,14 +80,12 @@ fn q4_0_staged(o: vec4<u32>, x: XBlock) {
 }
 
 // Four Q4_1 rows' sums over a block: each row's d/m word (lanes of dm) and quant words
-// 0 .. 3 (q0 .. q3), against the staged x. This entry runs on lavapipe only (Vulkan,
-// where unpack2x16float is core and one instruction on x86's F16C), so d and m are not
-// decoded by hand as `halves` does for every backend.
+// 0 .. 3 (q0 .. q3), against the staged x.
 fn q4_1_dots(dm: vec4<u32>, q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec4<u32>, x: XBlock) -> vec4<f32> {
-    let m0 = unpack2x16float(dm.x);
-    let m1 = unpack2x16float(dm.y);
-    let m2 = unpack2x16float(dm.z);
-    let m3 = unpack2x16float(dm.w);
+    let m0 = halves(dm.x);
+    let m1 = halves(dm.y);
+    let m2 = halves(dm.z);
+    let m3 = halves(dm.w);
     let n = nibble_dots(q0, x.x0, x.x4)
         + nibble_dots(q1, x.x1, x.x5)
         + nibble_dots(q2, x.x2, x.x6)
