@@ -43,6 +43,22 @@ pub(crate) async fn pipeline_with(
     pipelines::pipeline(ctx, spec, constants).await
 }
 
+/// A zero-filled tensor of `shape` whose buffer is also a uniform buffer of at least
+/// `min_bytes` bytes, so that a kernel can bind a range of it as a uniform binding.
+///
+/// # Errors
+/// As [`GpuTensor::empty`].
+pub(crate) fn uniform_readable_tensor(
+    ctx: &GpuContext,
+    shape: &[usize],
+    min_bytes: u64,
+) -> Result<GpuTensor> {
+    let bytes = (shape.iter().product::<usize>() as u64 * 4).max(min_bytes);
+    let usage = crate::gpu::device::tensor::TENSOR_USAGE | wgpu::BufferUsages::UNIFORM;
+    let buffer = buffers::empty(ctx, "wgpu-attention uniform-readable tensor", bytes, usage)?;
+    GpuTensor::from_buffer(buffer, shape)
+}
+
 /// A buffer of `usage` (storage, and uniform for paged weights) holding `bytes` verbatim,
 /// rounded up to whole words and
 /// followed by one zero word (so a kernel may read the word after any byte it reads).

@@ -16,13 +16,12 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_layout,
-    uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, UniformLayout, SPLIT_MAX_ROWS,
+    uniform_readable_tensor, uniform_scratch, whole, Binding, KernelPipeline, KernelSpec,
+    UniformLayout, SPLIT_MAX_ROWS,
 };
 use super::quant_matrix::{pages_serve, QuantMatrix};
 use super::{shape_error, source, u32_of};
 use crate::error::{AttentionError, Result};
-use crate::gpu::device::buffers;
-use crate::gpu::device::tensor::TENSOR_USAGE;
 use crate::model::llama::quant::GgmlType;
 use crate::{GpuContext, GpuTensor};
 
@@ -165,10 +164,7 @@ fn x_row_uniform() -> UniformLayout {
 /// # Errors
 /// As [`GpuTensor::empty`].
 pub(crate) fn x_tensor(ctx: &GpuContext, shape: &[usize]) -> Result<GpuTensor> {
-    let bytes = shape.iter().product::<usize>().max(XU_ELEMS) as u64 * 4;
-    let usage = TENSOR_USAGE | wgpu::BufferUsages::UNIFORM;
-    let buffer = buffers::empty(ctx, "wgpu-attention x", bytes, usage)?;
-    GpuTensor::from_buffer(buffer, shape)
+    uniform_readable_tensor(ctx, shape, XU_ELEMS as u64 * 4)
 }
 
 /// Must match the WGSL struct `QuantMatmul` in quant_matmul.wgsl.
