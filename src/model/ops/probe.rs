@@ -66,7 +66,10 @@ pub async fn quant_matmul_paged_probe(
 ) -> Result<Vec<f32>, ModelError> {
     let w = QuantMatrix::upload_paged(ctx, "probe weights", ty, (n, k), w, page_rows)?;
     if w.pages.is_none() {
-        return Err(ModelError::input("page_rows", "no row fits a page"));
+        return Err(ModelError::input(
+            "page_rows",
+            "these rows cannot be paged: a row must be whole words and fit a 64 KiB page",
+        ));
     }
     quant_matmul_on(ctx, entry, &w, (x, rows)).await
 }

@@ -270,3 +270,54 @@ pub(crate) fn pages_serve(ctx: &GpuContext, ty: GgmlType) -> bool {
         && ctx.limits.max_uniform_buffers_per_shader_stage as usize >= PAGES + 3
         && ctx.limits.max_uniform_buffer_binding_size as usize >= PAGE_BYTES
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row lands at its own whole-row place inside the buffer, no two overlap, and
+    /// chunk d's page 4 g + j, slot s holds row d * 12 S + 4 S g + 4 s + j.
+    #[test]
+    fn pages_hold_every_row_once_where_the_paged_entry_reads_it() {
+        for (rows, row_bytes, max_rows) in [
+            (1, 20, usize::MAX),
+            (5, 20, usize::MAX),
+            (100, 40, 3),
+            (3072, 360, usize::MAX),
+            (576, 960, usize::MAX),
+            (49_152, 612, usize::MAX),
+            (2000, 40, 7),
+        ] {
+            let p = Pages::plan(rows, row_bytes, 256, max_rows).expect("pages");
+            assert!(p.rows * row_bytes <= PAGE_BYTES && p.rows <= max_rows);
+            assert!(p.chunks * PAGES * p.rows >= rows, "{p:?} holds every row");
+            assert_eq!(p.stride % 256, 0);
+            let mut starts: Vec<usize> = (0..rows).map(|c| p.row_at(c, row_bytes)).collect();
+            for (c, &at) in starts.iter().enumerate() {
+                let (d, r) = (c / (PAGES * p.rows), c % (PAGES * p.rows));
+                let (g, s, j) = (r / (4 * p.rows), r % (4 * p.rows) / 4, r % 4);
+                let page = d * PAGES + 4 * g + j;
+                assert_eq!(at, page * p.stride + s * row_bytes, "row {c} of {rows}");
+                assert!(
+                    at + row_bytes <= p.bytes(),
+                    "row {c} of {rows} inside the buffer"
+                );
+            }
+            starts.sort_unstable();
+            assert!(
+                starts.windows(2).all(|w| w[1] >= w[0] + row_bytes),
+                "rows of {rows} overlap"
+            );
+        }
+        assert_eq!(
+            Pages::plan(4, 65_540, 256, usize::MAX),
+            None,
+            "a row past a page"
+        );
+        assert_eq!(
+            Pages::plan(4, 18, 256, usize::MAX),
+            None,
+            "rows not whole words"
+        );
+    }
+}

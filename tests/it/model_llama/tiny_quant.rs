@@ -101,6 +101,21 @@ fn quantized_models_with_k_split_across_lanes_match_the_cpu_pass() {
 fn quantized_models_with_paged_weights_match_the_cpu_pass() {
     let paged = GpuContext::new().expect("no GPU adapter");
     force_pages_for_tests(&paged, 3);
+    // Where the paged entry serves (a CPU adapter of 8-lane subgroups), the Q4_1
+    // matrices are in pages, which at three rows a page take far more memory than rows.
+    let mix = (GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_1);
+    let m = LlamaModel::from_gguf_bytes(&quantized_gguf(&WIDE, mix, 0)).expect("model");
+    let in_pages = m.upload(&paged).expect("upload").weight_bytes();
+    let in_rows = m.upload(ctx()).expect("upload").weight_bytes();
+    let info = paged.adapter_info();
+    let lanes = info.device_type == wgpu::DeviceType::Cpu
+        && paged.features().contains(wgpu::Features::SUBGROUP)
+        && (info.subgroup_min_size, info.subgroup_max_size) == (8, 8);
+    assert_eq!(
+        in_pages > in_rows,
+        lanes,
+        "{in_pages} bytes in pages, {in_rows} in rows, on {info:?}"
+    );
     check_mixes(&paged, " (paged)");
 }
 
