@@ -471,6 +471,8 @@ pub(crate) struct ProductShape {
     pub var: QuantVariant,
     pub rows: usize,
     pub inner: usize,
+    /// W is in [`Pages`](super::quant_matrix::Pages): one row takes the paged entry.
+    pub paged: bool,
 }
 
 /// Every tile, for kernels prepared for products of any number of rows.
@@ -509,7 +511,7 @@ impl QuantMatmulKernel {
     /// tile [`tile_for`] gives with `split`: with it, the split entry's for few rows on
     /// any adapter (tests run it on CPU drivers); without, one-row products from the
     /// subgroup entry where `subgroups` and the adapter is a lanes adapter (tests run
-    /// both entries on one).
+    /// both entries on one), and from the paged entry for matrices in pages.
     ///
     /// # Errors
     /// A device error building a pipeline.
@@ -520,28 +522,41 @@ impl QuantMatmulKernel {
         split: bool,
     ) -> Result<Self> {
         let tiles = if split { ALL_SPLIT_TILES } else { ALL_TILES };
+        let subgroups = subgroups && lanes_adapter(ctx);
         let tiled: Vec<_> = types
             .iter()
             .flat_map(|&ty| {
+                // With the subgroup entry, the paged entry too where W's type is paged.
+                let paged = (subgroups && !split && pages_serve(ctx, ty)).then_some(Tile::Paged);
                 tiles
                     .iter()
-                    .map(move |&tile| (ty, QuantVariant::PLAIN, tile))
+                    .copied()
+                    .chain(paged)
+                    .map(move |tile| (ty, QuantVariant::PLAIN, tile))
             })
             .collect();
-        Self::build(ctx, &tiled, subgroups && lanes_adapter(ctx), split).await
+        Self::build(ctx, &tiled, subgroups, split).await
     }
 
-    /// Builds (or finds cached) the pipelines the products `wants` take.
+    /// Builds (or finds cached) the pipelines the products `wants` take (the paged entry
+    /// for one row of a paged W, not the subgroup entry beside it).
     ///
     /// # Errors
     /// A device error building a pipeline.
     pub(crate) async fn prepare_variants(ctx: &GpuContext, wants: &[ProductShape]) -> Result<Self> {
         let split = split_products(ctx);
+        let subgroups = lanes_adapter(ctx);
         let tiled: Vec<_> = wants
             .iter()
-            .map(|w| (w.ty, w.var, tile_for(w.rows, w.inner, split)))
+            .map(|w| {
+                let tile = match tile_for(w.rows, w.inner, split) {
+                    Tile::One if w.paged && subgroups && pages_serve(ctx, w.ty) => Tile::Paged,
+                    tile => tile,
+                };
+                (w.ty, w.var, tile)
+            })
             .collect();
-        Self::build(ctx, &tiled, lanes_adapter(ctx), split).await
+        Self::build(ctx, &tiled, subgroups, split).await
     }
 
     /// The pipelines of `wants`, one-row ones from the subgroup entry when `subgroups`;
@@ -553,17 +568,7 @@ impl QuantMatmulKernel {
         split: bool,
     ) -> Result<Self> {
         let mut pipes = Vec::new();
-        // One-row products of a type kept in pages also get the paged entry, which
-        // `record` takes for the matrices that are.
-        let paged = wants.iter().filter_map(|&(ty, var, tile)| {
-            (subgroups && tile == Tile::One && pages_serve(ctx, ty)).then_some((
-                ty,
-                var,
-                Tile::Paged,
-            ))
-        });
-        let wants: Vec<_> = wants.iter().copied().chain(paged).collect();
-        for &(ty, var, tile) in &wants {
+        for &(ty, var, tile) in wants {
             if pipes
                 .iter()
                 .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == tile)

@@ -60,8 +60,9 @@ impl GpuLayer {
         all
     }
 
-    /// The kernel variants this layer's products take, with the width of x each reads.
-    fn variants(&self) -> Vec<(GgmlType, QuantVariant, usize)> {
+    /// The kernel variants this layer's products take: W's type, the variant, the width
+    /// of x each reads and whether W is in pages.
+    fn variants(&self) -> Vec<Variant> {
         let normed = |epi| QuantVariant { norm: true, epi };
         let add = QuantVariant {
             norm: false,
@@ -70,20 +71,24 @@ impl GpuLayer {
         let mut v: Vec<_> = self
             .qkv
             .iter()
-            .map(|(_, w)| (w.ty, normed(EpiKind::Qkv), w.cols))
+            .map(|(_, w)| variant(w, normed(EpiKind::Qkv)))
             .collect();
-        v.extend([
-            (self.wo.ty, add, self.wo.cols),
-            (self.down.ty, add, self.down.cols),
-        ]);
+        v.extend([variant(&self.wo, add), variant(&self.down, add)]);
         match &self.gate_up {
-            GateUp::Interleaved(w) => v.push((w.ty, normed(EpiKind::SwiGlu), w.cols)),
+            GateUp::Interleaved(w) => v.push(variant(w, normed(EpiKind::SwiGlu))),
             GateUp::Split { gate, up } => {
-                v.extend([gate, up].map(|w| (w.ty, normed(EpiKind::Store), w.cols)))
+                v.extend([gate, up].map(|w| variant(w, normed(EpiKind::Store))))
             }
         }
         v
     }
+}
+
+/// A product's kernel variant: W's type, the variant, the width of x, W in pages.
+type Variant = (GgmlType, QuantVariant, usize, bool);
+
+fn variant(w: &QuantMatrix, var: QuantVariant) -> Variant {
+    (w.ty, var, w.cols, w.pages.is_some())
 }
 
 /// Rows of `parts` (tensors of one type and width) one after another.
@@ -155,9 +160,9 @@ pub struct LlamaGpu {
     norm_rows: Option<NormRows>,
     /// Every (weight type, kernel variant, width of x) the layers' products take, for
     /// preparing the pipelines.
-    variants: Vec<(GgmlType, QuantVariant, usize)>,
+    variants: Vec<Variant>,
     /// The logits head's (one row in every pass).
-    head_variant: (GgmlType, QuantVariant, usize),
+    head_variant: Variant,
 }
 
 /// A vector (a norm's weight) as f32 on the device.
@@ -215,11 +220,12 @@ impl LlamaGpu {
     /// the decoding steps that follow, so that building their pipelines is part of the
     /// prompt's first pass rather than of the first generated token.
     pub(crate) fn products(&self, rows: usize) -> Vec<ProductShape> {
-        let shape = |(ty, var, inner), rows| ProductShape {
+        let shape = |(ty, var, inner, paged), rows| ProductShape {
             ty,
             var,
             rows,
             inner,
+            paged,
         };
         let mut all = vec![shape(self.head_variant, 1)];
         all.extend(self.variants.iter().map(|&v| shape(v, rows)));
@@ -261,7 +267,7 @@ impl LlamaGpu {
             .map(|o| upload_table(ctx, "output.weight", o))
             .transpose()?;
         let head = lm_head.as_ref().unwrap_or(&embed);
-        let head_variant = (head.ty, QuantVariant::PLAIN, head.cols);
+        let head_variant = variant(head, QuantVariant::PLAIN);
         let mut variants = Vec::new();
         for l in &layers {
             for v in l.variants() {
