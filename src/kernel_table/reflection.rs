@@ -424,7 +424,8 @@ fn shared_constants_match() {
         ("qk", source::QK, "FLAG_KV_LENS", FLAG_KV_LENS.into()),
         ("qk", source::QK, "FLAG_WRITE_LSE", FLAG_WRITE_LSE.into()),
     ];
-    for &(kernel, source, name, rust) in cases {
+    for &(kernel, source, name, rust) in cases.iter().chain(&crate::model::ops::shared_constants())
+    {
         assert_eq!(
             wgsl_u32(kernel, source, name),
             rust,

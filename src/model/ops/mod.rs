@@ -66,6 +66,18 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
     )
 }
 
+/// Constants a model kernel's WGSL and its launcher both declare: (kernel, source, WGSL
+/// name, the launcher's value), for the kernel table's reflection test.
+#[cfg(test)]
+pub(crate) fn shared_constants() -> [(&'static str, &'static str, &'static str, u64); 1] {
+    [(
+        "model_quant_matmul_paged",
+        source::QUANT_MATMUL_PAGED,
+        "PAGES",
+        quant_matmul::PAGES as u64,
+    )]
+}
+
 /// Every model kernel's spec, for the crate's kernel table.
 pub(crate) fn kernel_specs() -> [&'static glue::KernelSpec; 11] {
     [

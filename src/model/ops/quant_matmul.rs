@@ -32,21 +32,27 @@ use crate::{GpuContext, GpuTensor};
 pub(crate) const SPEC: KernelSpec = KernelSpec {
     name: "model_quant_matmul",
     source: source::QUANT_MATMUL,
-    bindings: &[
-        Binding::Uniform,
-        Binding::Read,
-        Binding::Read,
-        Binding::ReadWrite,
-        Binding::Read,
-        Binding::Read,
-        Binding::ReadWrite,
-        Binding::ReadWrite,
-        Binding::Uniform,
-        Binding::Uniform,
-    ],
+    bindings: &BINDINGS,
     trusted: false,
-    uniforms: &[params_uniform, x_row_uniform, x_row_uniform],
+    uniforms: &UNIFORMS,
 };
+
+/// [`SPEC`]'s bindings, which every entry shares (the paged one adds its pages).
+const BINDINGS: [Binding; 10] = [
+    Binding::Uniform,
+    Binding::Read,
+    Binding::Read,
+    Binding::ReadWrite,
+    Binding::Read,
+    Binding::Read,
+    Binding::ReadWrite,
+    Binding::ReadWrite,
+    Binding::Uniform,
+    Binding::Uniform,
+];
+
+/// The layouts of [`BINDINGS`]' uniform structs, in binding order.
+const UNIFORMS: [fn() -> UniformLayout; 3] = [params_uniform, x_row_uniform, x_row_uniform];
 
 /// The same kernel on a CPU driver's 8-lane subgroups (lavapipe): for one row of x and
 /// the 32-element block types, each lane loads one chunk of a block's x and the subgroup
@@ -73,49 +79,29 @@ pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
 pub(crate) const SPEC_PAGED: KernelSpec = KernelSpec {
     name: "model_quant_matmul_paged",
     source: source::QUANT_MATMUL_PAGED,
-    bindings: &[
-        Binding::Uniform,
-        Binding::Read,
-        Binding::Read,
-        Binding::ReadWrite,
-        Binding::Read,
-        Binding::Read,
-        Binding::ReadWrite,
-        Binding::ReadWrite,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-        Binding::Uniform,
-    ],
+    bindings: &PAGED_BINDINGS,
     trusted: false,
-    uniforms: &[
-        params_uniform,
-        x_row_uniform,
-        x_row_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-        page_uniform,
-    ],
+    uniforms: &PAGED_UNIFORMS,
 };
+
+/// [`BINDINGS`] and the paged entry's [`PAGES`] uniform pages.
+const PAGED_BINDINGS: [Binding; BINDINGS.len() + PAGES] = with_pages(BINDINGS, Binding::Uniform);
+
+/// [`UNIFORMS`] and the pages' layouts.
+const PAGED_UNIFORMS: [fn() -> UniformLayout; UNIFORMS.len() + PAGES] =
+    with_pages(UNIFORMS, page_uniform);
+
+/// `base` followed by `page` up to `M` (`base`'s length and [`PAGES`]) elements.
+const fn with_pages<T: Copy, const N: usize, const M: usize>(base: [T; N], page: T) -> [T; M] {
+    assert!(M == N + PAGES, "one element for each page");
+    let mut all = [page; M];
+    let mut i = 0;
+    while i < N {
+        all[i] = base[i];
+        i += 1;
+    }
+    all
+}
 
 /// Pages a dispatch of the paged entry binds (`PAGES` in the shader).
 pub(crate) const PAGES: usize = 12;

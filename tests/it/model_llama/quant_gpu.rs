@@ -23,6 +23,15 @@ const TYPES: &[(GgmlType, usize, usize, &[usize])] = &[
     (GgmlType::Q6_K, 256, 210, &[208]),
 ];
 
+/// Every entry point, named for messages: the adapter's own (on 8-lane subgroups the one
+/// that shares x across a subgroup, or the paged one), the one every other adapter runs,
+/// and the one that splits K across lanes (GPUs, up to 16 rows).
+const ENTRIES: [(QuantEntry, &str); 3] = [
+    (QuantEntry::Adapter, ""),
+    (QuantEntry::Plain, " without subgroups"),
+    (QuantEntry::Split, " split across lanes"),
+];
+
 /// Random bytes for `rows` rows of `k` elements, with every f16 field a small finite
 /// scale (random bits there would give infinities and NaNs, which a product cannot be
 /// checked against), sized so that elements come out of the order of 0.02.
@@ -127,14 +136,7 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
             let bytes = random_tensor(&mut rng, ty, n, k);
             let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
             let w = dequantize(ty, &bytes);
-            // Every entry point: the one that shares x across a subgroup (where the
-            // adapter has 8-lane subgroups), the one every other adapter runs, and the
-            // one that splits K across lanes (GPUs, up to 16 rows).
-            for (entry, name) in [
-                (QuantEntry::Adapter, ""),
-                (QuantEntry::Plain, " without subgroups"),
-                (QuantEntry::Split, " split across lanes"),
-            ] {
+            for (entry, name) in ENTRIES {
                 let got = pollster::block_on(quant_matmul_probe(
                     ctx(),
                     entry,
@@ -183,11 +185,7 @@ fn paged_weights_give_the_dequantized_product_on_every_entry() {
             let bytes = random_tensor(&mut rng, ty, n, k);
             let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
             let w = dequantize(ty, &bytes);
-            for (entry, name) in [
-                (QuantEntry::Adapter, ""),
-                (QuantEntry::Plain, " without subgroups"),
-                (QuantEntry::Split, " split across lanes"),
-            ] {
+            for (entry, name) in ENTRIES {
                 let got = pollster::block_on(quant_matmul_paged_probe(
                     ctx(),
                     entry,
