@@ -17,6 +17,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::call::{Call, CallInputs};
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::f16_tensor as f16;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::device::timer::Timer;
 use crate::gpu::forward::io::ForwardOutputs;
@@ -324,7 +325,7 @@ pub async fn bench_gpu_async(ctx: &GpuContext, config: &BenchConfig) -> Result<B
         if let Some(t) = &timer {
             t.start(&mut encoder);
         }
-        scratch = call.record(ctx, &mut encoder, &written)?;
+        scratch = call.record(ctx, &mut Recorder::new(&mut encoder), &written)?;
         if let Some(t) = &timer {
             t.stop(&mut encoder);
         }

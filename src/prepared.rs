@@ -10,6 +10,7 @@ use crate::error::{AttentionError, Result};
 use crate::gpu::call::{CallInputs, Prepared};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::forward::upload;
@@ -146,6 +147,23 @@ impl PreparedAttention {
         encoder: &mut wgpu::CommandEncoder,
         buffers: &AttentionBuffers<'_>,
     ) -> Result<()> {
+        let scopes = ErrorScopes::push(ctx);
+        let mut rec = Recorder::new(encoder);
+        let recorded = self.record_in(ctx, &mut rec, buffers);
+        // The pass ends here, inside the scopes.
+        drop(rec);
+        recorded?;
+        scopes.pop_now(ctx, "recording attention")
+    }
+
+    /// As [`PreparedAttention::record`], into the recorder's open compute pass, so that a
+    /// model's kernels before and after share it (the caller's error scopes cover it).
+    pub(crate) fn record_in(
+        &self,
+        ctx: &GpuContext,
+        rec: &mut Recorder<'_>,
+        buffers: &AttentionBuffers<'_>,
+    ) -> Result<()> {
         if !Arc::ptr_eq(&ctx.identity(), &self.context) {
             return Err(AttentionError::option(
                 "ctx",
@@ -166,15 +184,14 @@ impl PreparedAttention {
             lse: buffers.lse,
             weights: buffers.weights.map(|w| (w, 0)),
         };
-        let scopes = ErrorScopes::push(ctx);
         self.prepared.record(
             ctx,
-            encoder,
+            rec,
             &inputs,
             (self.mask.as_ref(), self.kv_lens.as_ref()),
             &outputs,
         )?;
-        scopes.pop_now(ctx, "recording attention")
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
 use crate::gpu::forward::paths::from_lse::FromLse;
@@ -80,7 +81,7 @@ impl Prepared {
         &self.p
     }
 
-    /// Records the call into `encoder` from `inputs` (with the mask and key lengths
+    /// Records the call into `rec` from `inputs` (with the mask and key lengths
     /// already on the device) into `outputs`: f32 inputs converted when the kernels read
     /// f16, then the route. Returns the device bytes allocated beyond inputs and outputs.
     ///
@@ -89,7 +90,7 @@ impl Prepared {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         inputs: &CallInputs<'_>,
         (mask, kv_lens): (Option<&wgpu::Buffer>, Option<&wgpu::Buffer>),
         outputs: &ForwardOutputs<'_>,
@@ -100,6 +101,7 @@ impl Prepared {
             Some(cast) => {
                 let (b, hq, hkv) = (p.batch as u64, p.heads_q as u64, p.heads_kv as u64);
                 let (lq, lk) = (p.len_q as u64, p.len_k as u64);
+                let encoder = rec.encoder();
                 let q = cast.record(ctx, encoder, inputs.q, b * hq * lq * p.dim as u64)?;
                 let k = cast.record(ctx, encoder, inputs.k, b * hkv * lk * p.dim as u64)?;
                 let v = cast.record(ctx, encoder, inputs.v, b * hkv * lk * p.dim_v as u64)?;
@@ -122,7 +124,7 @@ impl Prepared {
         let Some(from_lse) = &self.from_lse else {
             let mut r = Recording {
                 ctx,
-                encoder,
+                rec,
                 p,
                 inputs: &inputs,
                 outputs,
@@ -147,7 +149,7 @@ impl Prepared {
         };
         let mut r = Recording {
             ctx,
-            encoder,
+            rec: &mut *rec,
             p,
             inputs: &inputs,
             outputs: &route_outputs,
@@ -155,7 +157,7 @@ impl Prepared {
         scratch += self.route.record(&mut r)?;
         let mut r = Recording {
             ctx,
-            encoder,
+            rec,
             p,
             inputs: &inputs,
             outputs,
@@ -198,7 +200,7 @@ impl<'a, 'm> Call<'a, 'm> {
         self.prepared.problem()
     }
 
-    /// Records the whole call into `encoder`: the mask and key lengths uploaded, then
+    /// Records the whole call into `rec`: the mask and key lengths uploaded, then
     /// [`Prepared::record`]. Returns the device bytes allocated beyond inputs (q, k, v,
     /// mask, key lengths) and outputs.
     ///
@@ -207,14 +209,14 @@ impl<'a, 'm> Call<'a, 'm> {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         outputs: &ForwardOutputs<'_>,
     ) -> Result<u64> {
         let mask = upload::mask(ctx, self.data.mask)?;
         let kv_lens = upload::kv_lens(ctx, self.data.kv_lens)?;
         self.prepared.record(
             ctx,
-            encoder,
+            rec,
             &self.inputs,
             (mask.as_ref(), kv_lens.as_ref()),
             outputs,
@@ -231,7 +233,7 @@ impl<'a, 'm> Call<'a, 'm> {
         ctx.check_alive()?;
         let scopes = ErrorScopes::push(ctx);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let scratch = self.record(ctx, &mut encoder, outputs)?;
+        let scratch = self.record(ctx, &mut Recorder::new(&mut encoder), outputs)?;
         ctx.queue.submit([encoder.finish()]);
         scopes.pop(ctx, "running attention").await?;
         Ok(scratch)

@@ -5,6 +5,7 @@ use bytemuck::Zeroable;
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::forward::io::{params_buffer, placeholder};
 use crate::gpu::forward::paths::split_kv::FirstPass;
@@ -232,6 +233,7 @@ impl LinearForTests {
             gelu: self.gelu,
             residual: residual.map(|r| ("residual", r)),
         };
-        self.kernel.record_with(ctx, encoder, &call, ("w", w), epi)
+        self.kernel
+            .record_with(ctx, &mut Recorder::new(encoder), &call, ("w", w), epi)
     }
 }

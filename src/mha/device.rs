@@ -2,6 +2,7 @@
 
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::GpuTensor;
 use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
@@ -69,9 +70,11 @@ pub(crate) async fn submit(ctx: &GpuContext, what: &str, calls: &[Linear<'_>]) -
     kernel.tune(ctx, &problems).await?;
     let scopes = ErrorScopes::push(ctx);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let mut rec = Recorder::new(&mut encoder);
     for call in calls {
-        kernel.record(ctx, &mut encoder, call)?;
+        kernel.record(ctx, &mut rec, call)?;
     }
+    drop(rec);
     ctx.queue.submit([encoder.finish()]);
     scopes.pop(ctx, what).await
 }

@@ -7,6 +7,7 @@ pub(crate) mod f16_tensor;
 pub(crate) mod memo;
 pub(crate) mod outputs;
 pub(crate) mod readback;
+pub(crate) mod recorder;
 pub(crate) mod scopes;
 pub(crate) mod stage_marks;
 pub(crate) mod tensor;

@@ -5,6 +5,7 @@ use crate::error::Result;
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::outputs::GpuOutputs;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::kernels::params::Params;
 use crate::problem::Problem;
 
@@ -46,9 +47,10 @@ impl<'a> ForwardOutputs<'a> {
 
 /// Everything a record function needs: where to record, for which problem, from which
 /// buffers into which. Record functions only encode; they never submit or wait.
-pub(crate) struct Recording<'r> {
+pub(crate) struct Recording<'r, 'e> {
     pub ctx: &'r GpuContext,
-    pub encoder: &'r mut wgpu::CommandEncoder,
+    /// Kernels record into its open pass; copies end that pass.
+    pub rec: &'r mut Recorder<'e>,
     pub p: &'r Problem,
     pub inputs: &'r ForwardInputs<'r>,
     pub outputs: &'r ForwardOutputs<'r>,

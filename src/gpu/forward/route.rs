@@ -25,7 +25,7 @@ impl Route {
     ///
     /// # Errors
     /// As the path's own record function.
-    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+    pub(crate) fn record(&self, r: &mut Recording<'_, '_>) -> Result<u64> {
         match self {
             Route::Staged(s) => s.record(r),
             Route::Fused(f) => f.record(r),

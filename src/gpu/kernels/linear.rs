@@ -25,6 +25,7 @@ use std::sync::Arc;
 use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::{GpuTensor, TENSOR_USAGE};
 use crate::gpu::kernels::dispatch::{bind_group, grid, range};
@@ -597,7 +598,7 @@ impl LinearKernel {
         Ok(Self { shapes, pipes })
     }
 
-    /// Records the layer into `encoder` (nothing is recorded for zero rows).
+    /// Records the layer into the recorder's open compute pass (nothing is recorded for zero rows).
     ///
     /// # Errors
     /// [`AttentionError::TooLarge`] for a tensor beyond one binding or a launch beyond the
@@ -606,12 +607,12 @@ impl LinearKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         call: &Linear<'_>,
     ) -> Result<()> {
         self.record_with(
             ctx,
-            encoder,
+            rec,
             call,
             (call.w.0, WeightsRef::F32(call.w.1)),
             Epilogue::default(),
@@ -627,12 +628,12 @@ impl LinearKernel {
     pub(crate) fn record_with(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         call: &Linear<'_>,
         w: (&'static str, WeightsRef<'_>),
         epi: Epilogue<'_>,
     ) -> Result<()> {
-        self.record_shaped(ctx, encoder, call, w, epi, None)
+        self.record_shaped(ctx, rec, call, w, epi, None)
     }
 
     /// As [`LinearKernel::record_with`], in `shape` where one is given (one this kernel
@@ -641,7 +642,7 @@ impl LinearKernel {
     pub(crate) fn record_shaped(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         call: &Linear<'_>,
         (w_arg, w): (&'static str, WeightsRef<'_>),
         epi: Epilogue<'_>,
@@ -741,10 +742,7 @@ impl LinearKernel {
             ],
         );
         let (gx, gy) = grid(ctx, workgroups(shape, rows, cols32), y_arg)?;
-        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("wgpu-attention linear"),
-            timestamp_writes: None,
-        });
+        let pass = rec.pass();
         pass.set_pipeline(&pipe.pipeline);
         pass.set_bind_group(0, &group, &[]);
         pass.dispatch_workgroups(gx, gy, 1);

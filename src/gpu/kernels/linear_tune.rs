@@ -88,6 +88,7 @@ mod timing {
     use super::LinearProblem;
     use crate::error::Result;
     use crate::gpu::device::context::GpuContext;
+    use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::tensor::GpuTensor;
     use crate::gpu::kernels::linear::{Epilogue, LinearKernel, LinearShape, WeightsRef};
 
@@ -112,17 +113,12 @@ mod timing {
         let call = p.row_major([&x, &w, &bias, &y]);
         let run = |shape: LinearShape, launches: usize| -> Result<f64> {
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            let mut rec = Recorder::new(&mut encoder);
             for _ in 0..launches {
                 let w = ("w", WeightsRef::F32(&w));
-                kernel.record_shaped(
-                    ctx,
-                    &mut encoder,
-                    &call,
-                    w,
-                    Epilogue::default(),
-                    Some(shape),
-                )?;
+                kernel.record_shaped(ctx, &mut rec, &call, w, Epilogue::default(), Some(shape))?;
             }
+            drop(rec);
             let started = Instant::now();
             ctx.queue.submit([encoder.finish()]);
             ctx.wait_for_device()?;
@@ -168,6 +164,7 @@ mod tests {
     use ndarray::Array2;
 
     use super::*;
+    use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::tensor::GpuTensor;
     use crate::gpu::kernels::linear::shapes;
 
@@ -222,7 +219,9 @@ mod tests {
         let yt = GpuTensor::empty(&ctx, &[p.rows, p.cols]).expect("y");
         let call = p.row_major([&xt, &wt, &bt, &yt]);
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        kernel.record(&ctx, &mut encoder, &call).expect("record");
+        kernel
+            .record(&ctx, &mut Recorder::new(&mut encoder), &call)
+            .expect("record");
         ctx.queue.submit([encoder.finish()]);
         let got = yt.read(&ctx).expect("read");
         let want = x.mapv(f64::from).dot(&w.t().mapv(f64::from)) + b.mapv(f64::from);

@@ -13,6 +13,7 @@
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
+use crate::gpu::device::recorder::Recorder;
 use crate::gpu::forward::paths::split_kv::FirstPass;
 use crate::gpu::kernels::decode::vec4_reads;
 use crate::gpu::kernels::elem::Elem;
@@ -108,9 +109,10 @@ mod probe {
         let run = ZeroRun::new(ctx, "wgpu-attention loop probe", &pp, elem, true)?;
         let (inputs, outputs) = (run.inputs(), run.outputs());
         let mut encoder = ctx.device.create_command_encoder(&Default::default());
+        let mut rec = Recorder::new(&mut encoder);
         let mut r = Recording {
             ctx,
-            encoder: &mut encoder,
+            rec: &mut rec,
             p: &pp,
             inputs: &inputs,
             outputs: &outputs,
@@ -126,6 +128,7 @@ mod probe {
                     .record(&mut r)?
             }
         };
+        drop(rec);
         ctx.queue.submit([encoder.finish()]);
         let Some(lse) = outputs.lse else {
             return Ok(None);

@@ -11,7 +11,8 @@ use super::config::BertConfig;
 use super::weights::{BertWeights, Dense, Norm};
 use crate::model::ops::{
     read_tensors, submit, upload_ids, vec4_reads, wait_idle, AddNorm, AddNormKernel, Elem, Embed,
-    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, WeightsRef,
+    EmbedKernel, Epilogue, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, Recorder,
+    WeightsRef,
 };
 use crate::model::stages::Clock;
 use crate::model::{HeadPatch, LayerInputs, ModelError};
@@ -162,11 +163,11 @@ impl Kernels {
     }
 }
 
-/// With a clock: submits what `encoder` holds, waits for the device, and charges the time
-/// to `stage`. Without one: nothing (the work stays in the encoder).
+/// With a clock: submits what the recorder holds, waits for the device, and charges the
+/// time to `stage`. Without one: nothing (the work stays in the encoder).
 async fn lap(
     ctx: &GpuContext,
-    encoder: &mut wgpu::CommandEncoder,
+    rec: &mut Recorder<'_>,
     clock: &mut Option<&mut Clock>,
     stage: &'static str,
 ) -> Result<(), ModelError> {
@@ -174,7 +175,7 @@ async fn lap(
         return Ok(());
     };
     let done = std::mem::replace(
-        encoder,
+        rec.encoder(),
         ctx.device().create_command_encoder(&Default::default()),
     );
     submit(ctx, done, stage).await?;
@@ -271,6 +272,9 @@ pub(crate) async fn forward(
     let split = HeadLayout::heads(l32, heads as u32, dim as u32, l32, 0);
 
     let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    // Every kernel of the pass, attention's included, records into one compute pass; only
+    // a copy (captured inputs, a patched head) or a stage clock's lap ends it.
+    let mut rec = Recorder::new(&mut encoder);
     let embed = Embed {
         ids: &id_buffer,
         rows: l,
@@ -280,7 +284,7 @@ pub(crate) async fn forward(
         token_type: &w.token_type,
         out: &s.embedded,
     };
-    k.embed.record(ctx, &mut encoder, &embed)?;
+    k.embed.record(ctx, &mut rec, &embed)?;
     let norm = AddNorm {
         x: &s.embedded,
         residual: None,
@@ -290,8 +294,8 @@ pub(crate) async fn forward(
         rows: l,
         eps,
     };
-    k.add_norm.record(ctx, &mut encoder, &norm)?;
-    lap(ctx, &mut encoder, &mut clock, "embeddings + LayerNorm").await?;
+    k.add_norm.record(ctx, &mut rec, &norm)?;
+    lap(ctx, &mut rec, &mut clock, "embeddings + LayerNorm").await?;
 
     for (n, layer) in w.layers.iter().enumerate() {
         for (d, out) in [
@@ -306,15 +310,21 @@ pub(crate) async fn forward(
                 y: ("q/k/v", out, split),
                 rows: l,
             };
-            k.linear.record(ctx, &mut encoder, &call)?;
+            k.linear.record(ctx, &mut rec, &call)?;
         }
         for (from, to) in [&s.q, &s.k, &s.v]
             .into_iter()
             .zip(captured.iter().skip(3 * n))
         {
-            encoder.copy_buffer_to_buffer(from.buffer(), 0, to.buffer(), 0, from.len() as u64 * 4);
+            rec.encoder().copy_buffer_to_buffer(
+                from.buffer(),
+                0,
+                to.buffer(),
+                0,
+                from.len() as u64 * 4,
+            );
         }
-        lap(ctx, &mut encoder, &mut clock, "q, k, v projections").await?;
+        lap(ctx, &mut rec, &mut clock, "q, k, v projections").await?;
 
         let buffers = AttentionBuffers {
             q: s.q.buffer(),
@@ -324,14 +334,15 @@ pub(crate) async fn forward(
             weights: probs.get(n).map(GpuTensor::buffer),
             lse: None,
         };
-        attend.record(ctx, &mut encoder, &buffers)?;
+        attend.record_in(ctx, &mut rec, &buffers)?;
         if let Some((p, out)) = patch.as_ref().filter(|(p, _)| p.layer == n) {
             // Head h of (1, heads, L, D) is one contiguous block.
             let bytes = out.len() as u64 * 4;
             let at = p.head as u64 * bytes;
-            encoder.copy_buffer_to_buffer(out.buffer(), 0, s.heads_out.buffer(), at, bytes);
+            rec.encoder()
+                .copy_buffer_to_buffer(out.buffer(), 0, s.heads_out.buffer(), at, bytes);
         }
-        lap(ctx, &mut encoder, &mut clock, "attention").await?;
+        lap(ctx, &mut rec, &mut clock, "attention").await?;
 
         let merge = Linear {
             x: ("attention", &s.heads_out, split),
@@ -340,7 +351,7 @@ pub(crate) async fn forward(
             y: ("attention output", &s.proj, rows(h)),
             rows: l,
         };
-        k.linear.record(ctx, &mut encoder, &merge)?;
+        k.linear.record(ctx, &mut rec, &merge)?;
         let norm = AddNorm {
             x: &s.proj,
             residual: Some(&s.x),
@@ -350,10 +361,10 @@ pub(crate) async fn forward(
             rows: l,
             eps,
         };
-        k.add_norm.record(ctx, &mut encoder, &norm)?;
+        k.add_norm.record(ctx, &mut rec, &norm)?;
         lap(
             ctx,
-            &mut encoder,
+            &mut rec,
             &mut clock,
             "output projection + residual + LayerNorm",
         )
@@ -371,8 +382,8 @@ pub(crate) async fn forward(
             residual: None,
         };
         let w_up = ("w", WeightsRef::F32(&layer.intermediate.w));
-        k.linear.record_with(ctx, &mut encoder, &up, w_up, gelu)?;
-        lap(ctx, &mut encoder, &mut clock, "intermediate dense + GELU").await?;
+        k.linear.record_with(ctx, &mut rec, &up, w_up, gelu)?;
+        lap(ctx, &mut rec, &mut clock, "intermediate dense + GELU").await?;
         let down = Linear {
             x: ("intermediate", &s.inter, rows(c.intermediate_size)),
             w: ("w", &layer.output.w),
@@ -380,7 +391,7 @@ pub(crate) async fn forward(
             y: ("output", &s.proj, rows(h)),
             rows: l,
         };
-        k.linear.record(ctx, &mut encoder, &down)?;
+        k.linear.record(ctx, &mut rec, &down)?;
         let norm = AddNorm {
             x: &s.proj,
             residual: Some(&s.mid),
@@ -390,15 +401,16 @@ pub(crate) async fn forward(
             rows: l,
             eps,
         };
-        k.add_norm.record(ctx, &mut encoder, &norm)?;
+        k.add_norm.record(ctx, &mut rec, &norm)?;
         lap(
             ctx,
-            &mut encoder,
+            &mut rec,
             &mut clock,
             "output dense + residual + LayerNorm",
         )
         .await?;
     }
+    drop(rec);
     submit(ctx, encoder, "running the encoder layers").await?;
 
     let tensors: Vec<&GpuTensor> = std::iter::once(&s.x)

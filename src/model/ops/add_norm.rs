@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
-    UniformLayout,
+    Recorder, UniformLayout,
 };
 use super::source;
 use crate::error::{AttentionError, Result};
@@ -82,7 +82,7 @@ impl AddNormKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         n: &AddNorm<'_>,
     ) -> Result<()> {
         let cols = n.gamma.len();
@@ -136,6 +136,6 @@ impl AddNormKernel {
             whole(n.y),
         ];
         let pipe = (SPEC.name, &*self.pipe);
-        record_pass(ctx, encoder, pipe, resources, u64::from(rows))
+        record_pass(ctx, rec, pipe, resources, u64::from(rows))
     }
 }

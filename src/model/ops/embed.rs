@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
-    UniformLayout,
+    Recorder, UniformLayout,
 };
 use super::source;
 use crate::error::{AttentionError, Result};
@@ -88,7 +88,7 @@ impl EmbedKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         e: &Embed<'_>,
     ) -> Result<()> {
         let (&[vocab, hidden], &[positions, hp], &[_, ht]) =
@@ -133,6 +133,6 @@ impl EmbedKernel {
             whole(e.out),
         ];
         let pipe = (SPEC.name, &*self.pipe);
-        record_pass(ctx, encoder, pipe, resources, elements.div_ceil(256))
+        record_pass(ctx, rec, pipe, resources, elements.div_ceil(256))
     }
 }

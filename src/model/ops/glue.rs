@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::gpu::device::buffers;
 pub(crate) use crate::gpu::device::readback::read_ranges;
+pub(crate) use crate::gpu::device::recorder::Recorder;
 pub(crate) use crate::gpu::device::scopes::ErrorScopes;
 pub(crate) use crate::gpu::device::stage_marks::StageMarks;
 use crate::{GpuContext, GpuTensor};
@@ -151,24 +152,21 @@ pub(crate) async fn submit(
     scopes.pop(ctx, what).await
 }
 
-/// Records one compute pass running `pipe` (the kernel `name`) over `workgroups`
-/// workgroups (a 2-D grid read back linearly). Only encodes: the pipeline is built.
+/// Records one dispatch of `pipe` (the kernel `name`) over `workgroups` workgroups (a
+/// 2-D grid read back linearly) into the recorder's open pass. Only encodes: the
+/// pipeline is built.
 ///
 /// # Errors
 /// [`crate::AttentionError::TooLarge`] for a launch beyond the grid limits.
 pub(crate) fn record_pass(
     ctx: &GpuContext,
-    encoder: &mut wgpu::CommandEncoder,
+    rec: &mut Recorder<'_>,
     (name, pipe): (&'static str, &KernelPipeline),
     resources: Vec<wgpu::BindingResource<'_>>,
     workgroups: u64,
 ) -> Result<()> {
     let group = dispatch::bind_group(ctx, name, &pipe.layout, resources);
-    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-        label: Some(name),
-        timestamp_writes: None,
-    });
-    dispatch::dispatch(ctx, &mut pass, (pipe, &group), workgroups, name)
+    dispatch::dispatch(ctx, rec.pass(), (pipe, &group), workgroups, name)
 }
 
 /// Binds a whole tensor.

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
-    UniformLayout,
+    Recorder, UniformLayout,
 };
 use super::{shape_error, source, u32_of};
 use crate::error::{AttentionError, Result};
@@ -59,7 +59,7 @@ impl MergeHeadsKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         (src, dst): (&GpuTensor, &GpuTensor),
         (rows, heads, dim): (usize, usize, usize),
     ) -> Result<()> {
@@ -81,6 +81,6 @@ impl MergeHeadsKernel {
         let groups = u64::from(u32_of("merge heads", n)?).div_ceil(64);
         let params = uniform(ctx, "wgpu-attention merge_heads params", &params)?;
         let resources = vec![params.as_entire_binding(), whole(src), whole(dst)];
-        record_pass(ctx, encoder, (SPEC.name, &*self.pipe), resources, groups)
+        record_pass(ctx, rec, (SPEC.name, &*self.pipe), resources, groups)
     }
 }

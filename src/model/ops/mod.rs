@@ -26,7 +26,7 @@ pub(crate) use add_norm::{AddNorm, AddNormKernel};
 pub(crate) use embed::{Embed, EmbedKernel};
 pub(crate) use glue::{
     read_ranges, read_tensors, submit, upload_ids, vec4_reads, wait_idle, Elem, Epilogue,
-    ErrorScopes, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, StageMarks,
+    ErrorScopes, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, Recorder, StageMarks,
     WeightsRef,
 };
 pub(crate) use merge_heads::MergeHeadsKernel;

@@ -4,7 +4,7 @@
 
 use ndarray::{ArrayViewD, IxDyn};
 
-use super::glue::{force_split_products, read_tensors, submit, upload_ids};
+use super::glue::{force_split_products, read_tensors, submit, upload_ids, Recorder};
 use super::quant_matrix::force_pages;
 use super::{OutLayout, QuantEmbedKernel, QuantMatmul, QuantMatmulKernel, QuantMatrix};
 use crate::model::llama::quant::GgmlType;
@@ -93,7 +93,7 @@ async fn quant_matmul_on(
     let kernel = QuantMatmulKernel::prepare_plain(ctx, &[w.ty], subgroups, split).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let call = QuantMatmul::plain((&x, 0, rows), w, &y, OutLayout::rows(rows, n));
-    kernel.record(ctx, &mut enc, &call)?;
+    kernel.record(ctx, &mut Recorder::new(&mut enc), &call)?;
     submit(ctx, enc, "quant matmul probe").await?;
     Ok(read_tensors(ctx, &[&y]).await?.remove(0))
 }
@@ -131,7 +131,13 @@ pub async fn quant_embed_probe(
     let ids_buffer = upload_ids(ctx, ids)?;
     let kernel = QuantEmbedKernel::prepare(ctx, &table).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
-    kernel.record(ctx, &mut enc, (&ids_buffer, ids.len()), &table, &out)?;
+    kernel.record(
+        ctx,
+        &mut Recorder::new(&mut enc),
+        (&ids_buffer, ids.len()),
+        &table,
+        &out,
+    )?;
     submit(ctx, enc, "quant embed probe").await?;
     Ok(read_tensors(ctx, &[&out]).await?.remove(0))
 }

@@ -7,7 +7,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline_with, range, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline,
-    KernelSpec, UniformLayout,
+    KernelSpec, Recorder, UniformLayout,
 };
 use super::quant_matrix::{kernel_block, QuantMatrix};
 use super::{shape_error, source, u32_of};
@@ -70,7 +70,7 @@ impl QuantEmbedKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         (ids, rows): (&wgpu::Buffer, usize),
         table: &QuantMatrix,
         out: &GpuTensor,
@@ -101,6 +101,6 @@ impl QuantEmbedKernel {
             whole(out),
         ];
         let groups = u64::from(blocks).div_ceil(64);
-        record_pass(ctx, encoder, (SPEC.name, &*self.pipe), resources, groups)
+        record_pass(ctx, rec, (SPEC.name, &*self.pipe), resources, groups)
     }
 }

@@ -16,7 +16,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_layout,
-    uniform_readable_tensor, uniform_scratch, whole, Binding, KernelPipeline, KernelSpec,
+    uniform_readable_tensor, uniform_scratch, whole, Binding, KernelPipeline, KernelSpec, Recorder,
     UniformLayout, SPLIT_MAX_ROWS,
 };
 use super::quant_matrix::{pages_serve, QuantMatrix};
@@ -601,7 +601,7 @@ impl QuantMatmulKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         call: &QuantMatmul<'_>,
     ) -> Result<()> {
         let (w, l) = (call.w, call.layout);
@@ -719,13 +719,15 @@ impl QuantMatmulKernel {
                 x_row = range(x, x_at, xu_bytes);
             } else {
                 let x_bytes = bytes * call.rows as u64;
-                encoder.copy_buffer_to_buffer(x, x_at, &self.x_row, 0, x_bytes);
+                rec.encoder()
+                    .copy_buffer_to_buffer(x, x_at, &self.x_row, 0, x_bytes);
             }
             match call.norm.map(|n| (n, n.uniform)) {
                 Some((_, Some(u))) => norm_row = range(u.buffer, u.offset, xu_bytes),
                 Some((n, None)) => {
                     let weight = n.weight.buffer();
-                    encoder.copy_buffer_to_buffer(weight, 0, &self.norm_row, 0, bytes);
+                    rec.encoder()
+                        .copy_buffer_to_buffer(weight, 0, &self.norm_row, 0, bytes);
                 }
                 None => {}
             }
@@ -758,7 +760,7 @@ impl QuantMatmulKernel {
                         resources.push(range(&w.buffer, at, PAGE_BYTES as u64));
                     }
                     let groups = pages.rows.div_ceil(8) as u64;
-                    record_pass(ctx, encoder, (name, pipe), resources, groups)?;
+                    record_pass(ctx, rec, (name, pipe), resources, groups)?;
                 }
                 Ok(())
             }
@@ -767,7 +769,7 @@ impl QuantMatmulKernel {
                 let groups = tile.workgroups(call.rows, w.rows);
                 let mut resources = vec![params.as_entire_binding()];
                 resources.extend(rest);
-                record_pass(ctx, encoder, (name, pipe), resources, groups)
+                record_pass(ctx, rec, (name, pipe), resources, groups)
             }
         }
     }

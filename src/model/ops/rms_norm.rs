@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
-    UniformLayout,
+    Recorder, UniformLayout,
 };
 use super::{shape_error, source, u32_of};
 use crate::error::Result;
@@ -80,7 +80,7 @@ impl RmsNormKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         n: &RmsNorm<'_>,
     ) -> Result<()> {
         let width = n.weight.len();
@@ -108,12 +108,6 @@ impl RmsNormKernel {
             whole(n.weight),
             whole(n.out),
         ];
-        record_pass(
-            ctx,
-            encoder,
-            (SPEC.name, &*self.pipe),
-            resources,
-            n.rows as u64,
-        )
+        record_pass(ctx, rec, (SPEC.name, &*self.pipe), resources, n.rows as u64)
     }
 }

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::glue::{
     pipeline, record_pass, uniform, uniform_layout, whole, Binding, KernelPipeline, KernelSpec,
-    UniformLayout,
+    Recorder, UniformLayout,
 };
 use super::{shape_error, source, u32_of};
 use crate::error::Result;
@@ -57,7 +57,7 @@ impl SiluMulKernel {
     pub(crate) fn record(
         &self,
         ctx: &GpuContext,
-        encoder: &mut wgpu::CommandEncoder,
+        rec: &mut Recorder<'_>,
         gate: &GpuTensor,
         up: &GpuTensor,
         n: usize,
@@ -78,6 +78,6 @@ impl SiluMulKernel {
         )?;
         let resources = vec![params.as_entire_binding(), whole(gate), whole(up)];
         let groups = u64::from(n32).div_ceil(64);
-        record_pass(ctx, encoder, (SPEC.name, &*self.pipe), resources, groups)
+        record_pass(ctx, rec, (SPEC.name, &*self.pipe), resources, groups)
     }
 }

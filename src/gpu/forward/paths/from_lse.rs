@@ -86,7 +86,7 @@ impl FromLse {
     /// # Errors
     /// [`crate::error::AttentionError::TooLarge`] when the problem cannot be split to
     /// fit, or a device error allocating.
-    pub(crate) fn record(&self, r: &mut Recording<'_>, lse: &wgpu::Buffer) -> Result<u64> {
+    pub(crate) fn record(&self, r: &mut Recording<'_, '_>, lse: &wgpu::Buffer) -> Result<u64> {
         let (ctx, p, inputs) = (r.ctx, r.p, r.inputs);
         let Some((dest, base)) = r.outputs.weights else {
             return Ok(0);
@@ -142,16 +142,12 @@ impl FromLse {
                 )
             })
             .collect();
-        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("wgpu-attention weights"),
-            timestamp_writes: None,
-        });
+        let pass = r.rec.pass();
         for (chunk, group) in chunks.iter().zip(&groups) {
             for (stage, pipe) in &self.stages {
-                weights::record(ctx, &mut pass, (pipe, group), (*stage, p, chunk))?;
+                weights::record(ctx, pass, (pipe, group), (*stage, p, chunk))?;
             }
         }
-        drop(pass);
         Ok(bind.bytes() + partials.size())
     }
 }

@@ -68,7 +68,7 @@ impl OnePass {
     /// # Errors
     /// [`crate::error::AttentionError::TooLarge`] when the problem cannot be split to fit, or a
     /// device error allocating.
-    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+    pub(crate) fn record(&self, r: &mut Recording<'_, '_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
         let (elem, cfg, pipe) = (self.elem, self.cfg, &self.pipe);
         let chunks = plan(p, &limits(ctx, elem))?;
@@ -81,10 +81,7 @@ impl OnePass {
         let (splits, split_stride) = split_buffer(ctx, &layouts)?;
         let split_size = std::mem::size_of::<SplitParams>() as u64;
 
-        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("wgpu-attention fused"),
-            timestamp_writes: None,
-        });
+        let pass = r.rec.pass();
         for (n, (chunk, layout)) in chunks.iter().zip(&layouts).enumerate() {
             let resources = bind.key_loop(
                 n,
@@ -97,7 +94,7 @@ impl OnePass {
                 ],
             );
             let group = bind_group(ctx, "fused", &pipe.layout, resources);
-            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            launch::record(ctx, pass, (pipe, &group), layout)?;
         }
         Ok(splits.size() + bind.bytes())
     }

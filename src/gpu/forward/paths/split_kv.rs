@@ -197,7 +197,7 @@ impl SplitKv {
     /// # Errors
     /// [`crate::error::AttentionError::TooLarge`] when the problem or its partials cannot be split
     /// to fit, or a device error allocating.
-    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+    pub(crate) fn record(&self, r: &mut Recording<'_, '_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
         let (pipe, merge) = (&self.first_pipe, &self.merge_pipe);
         let scratch = self.scratch(ctx, p, outputs)?;
@@ -213,10 +213,7 @@ impl SplitKv {
         let split_stride = *split_stride;
         let split_size = std::mem::size_of::<SplitParams>() as u64;
 
-        let mut pass = r.encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: Some("wgpu-attention decode"),
-            timestamp_writes: None,
-        });
+        let pass = r.rec.pass();
         // DIRECT: the first pass finishes the rows into the caller's outputs, and no
         // combine pass follows.
         let direct = self.direct_pipe.as_ref().filter(|_| self.direct(layouts));
@@ -234,7 +231,7 @@ impl SplitKv {
             };
             let resources = bind.key_loop(n, inputs, chunk, targets);
             let group = bind_group(ctx, "decode", &pipe.layout, resources);
-            launch::record(ctx, &mut pass, (pipe, &group), layout)?;
+            launch::record(ctx, pass, (pipe, &group), layout)?;
             if direct.is_some() {
                 continue;
             }
@@ -250,7 +247,7 @@ impl SplitKv {
                     split_range(),
                 ],
             );
-            combine::record(ctx, &mut pass, (merge, &combine_group), chunk)?;
+            combine::record(ctx, pass, (merge, &combine_group), chunk)?;
         }
         Ok(scratch.bytes())
     }

@@ -62,9 +62,8 @@ impl Staged {
     ///
     /// # Errors
     /// A device error allocating.
-    pub(crate) fn record(&self, r: &mut Recording<'_>) -> Result<u64> {
+    pub(crate) fn record(&self, r: &mut Recording<'_, '_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
-        let encoder = &mut *r.encoder;
         let chunks = &self.chunks;
         let (qk_pipe, softmax_pipe, pv_pipe) = (&self.qk, &self.softmax, &self.pv);
 
@@ -118,16 +117,13 @@ impl Staged {
                 ],
             );
             {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("wgpu-attention staged"),
-                    timestamp_writes: None,
-                });
-                qk::record(ctx, &mut pass, (qk_pipe, &qk_group), p, chunk)?;
-                softmax::record(ctx, &mut pass, (softmax_pipe, &softmax_group), chunk)?;
-                pv::record(ctx, &mut pass, (pv_pipe, &pv_group), p, chunk)?;
+                let pass = r.rec.pass();
+                qk::record(ctx, pass, (qk_pipe, &qk_group), p, chunk)?;
+                softmax::record(ctx, pass, (softmax_pipe, &softmax_group), chunk)?;
+                pv::record(ctx, pass, (pv_pipe, &pv_group), p, chunk)?;
             }
             if let Some((dest, base)) = outputs.weights {
-                encoder.copy_buffer_to_buffer(
+                r.rec.encoder().copy_buffer_to_buffer(
                     &scores,
                     0,
                     dest,

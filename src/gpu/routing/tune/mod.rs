@@ -114,6 +114,7 @@ mod tests {
     use super::*;
     use crate::error::AttentionError;
     use crate::gpu::device::outputs::GpuOutputs;
+    use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::tensor::GpuTensor;
     use crate::gpu::forward::io::{ForwardInputs, ForwardOutputs, Recording};
     use crate::gpu::kernels::fused::FusedKind;
@@ -163,14 +164,16 @@ mod tests {
         }
         let forward = ForwardOutputs::of(&outputs, &p);
         let route = pollster::block_on(c.prepare(ctx, &p, Elem::F32)).unwrap();
+        let mut rec = Recorder::new(&mut enc);
         let mut r = Recording {
             ctx,
-            encoder: &mut enc,
+            rec: &mut rec,
             p: &p,
             inputs: &inputs,
             outputs: &forward,
         };
         route.record(&mut r).unwrap();
+        drop(rec);
         ctx.queue.submit([enc.finish()]);
         let got = pollster::block_on(outputs.read_async(ctx)).unwrap();
         let want = attention_reference(q.view(), k.view(), v.view(), &opts).unwrap();

@@ -13,6 +13,7 @@ mod native {
 
     use crate::error::{AttentionError, Result};
     use crate::gpu::device::context::GpuContext;
+    use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::timer::Timer;
     use crate::gpu::forward::io::Recording;
     use crate::gpu::forward::route::Route;
@@ -98,14 +99,16 @@ mod native {
             if let Some(t) = &timer {
                 t.start(&mut encoder);
             }
+            let mut rec = Recorder::new(&mut encoder);
             let mut r = Recording {
                 ctx,
-                encoder: &mut encoder,
+                rec: &mut rec,
                 p: &pp,
                 inputs: &inputs,
                 outputs: &outputs,
             };
             route.record(&mut r)?;
+            drop(rec);
             Ok::<_, AttentionError>(encoder)
         };
         // One untimed run each first.

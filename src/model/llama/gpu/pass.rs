@@ -21,7 +21,8 @@
 use super::{GateUp, LlamaGpu};
 use crate::model::ops::{
     x_tensor, ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
-    QuantMatmul, QuantMatmulKernel, QuantNorm, RmsNorm, RmsNormKernel, SiluMulKernel, StageMarks,
+    QuantMatmul, QuantMatmulKernel, QuantNorm, Recorder, RmsNorm, RmsNormKernel, SiluMulKernel,
+    StageMarks,
 };
 use crate::model::ModelError;
 use crate::{
@@ -200,10 +201,13 @@ pub(crate) async fn run(
 
     let scopes = ErrorScopes::push(ctx);
     let mut enc = ctx.device().create_command_encoder(&Default::default());
-    let e = &mut enc;
-    let mut mark = |e: &mut wgpu::CommandEncoder, stage: &'static str| {
+    // Every kernel of the step, attention's included, records into one compute pass;
+    // only a mark or a copy (stage timing, taps) ends it and opens the next.
+    let mut rec = Recorder::new(&mut enc);
+    let e = &mut rec;
+    let mut mark = |e: &mut Recorder<'_>, stage: &'static str| {
         if let Some(marks) = marks.as_deref_mut() {
-            marks.mark(e, stage);
+            marks.mark(e.encoder(), stage);
         }
     };
     let [embedding, qkv_stage, attention_stage, out_stage, gate_up_stage, down_stage, head_stage] =
@@ -269,7 +273,8 @@ pub(crate) async fn run(
         mark(e, qkv_stage);
         if let Some(to) = taps.queries.and_then(|t| t.get(li)) {
             let bytes = ws.q.len() as u64 * 4;
-            e.copy_buffer_to_buffer(ws.q.buffer(), 0, to.buffer(), 0, bytes);
+            e.encoder()
+                .copy_buffer_to_buffer(ws.q.buffer(), 0, to.buffer(), 0, bytes);
         }
         let buffers = AttentionBuffers {
             q: ws.q.buffer(),
@@ -279,12 +284,12 @@ pub(crate) async fn run(
             weights: weights.and_then(|w| w.get(li)).map(GpuTensor::buffer),
             lse: None,
         };
-        attention.record(ctx, e, &buffers)?;
+        attention.record_in(ctx, e, &buffers)?;
         mark(e, attention_stage);
         if let Some((_, head, out)) = taps.patch.filter(|(layer, _, _)| *layer == li) {
             // Head h of (1, heads, rows, D) is one contiguous block.
             let bytes = out.len() as u64 * 4;
-            e.copy_buffer_to_buffer(
+            e.encoder().copy_buffer_to_buffer(
                 out.buffer(),
                 0,
                 ws.attn.buffer(),
@@ -349,6 +354,7 @@ pub(crate) async fn run(
     );
     kern.matmul.record(ctx, e, &head)?;
     mark(e, head_stage);
+    drop(rec);
     if let Some(marks) = marks.as_deref() {
         marks.resolve(&mut enc);
     }
