@@ -127,6 +127,55 @@ impl PreparedAttention {
         self.path
     }
 
+    /// Replaces the per-batch key lengths (`opts.kv_lens`) this was prepared with, so
+    /// that one preparation serves every step of a decoding loop whose cache grows:
+    /// nothing the preparation chose depends on the lengths' values. The lengths are
+    /// read when the commands run, so the new ones apply to every recorded call
+    /// submitted after this (`wgpu::Queue::write_buffer` order), including calls recorded
+    /// before it but not yet submitted.
+    ///
+    /// # Errors
+    /// [`AttentionError::InvalidOption`] naming `kv_lens` when it was prepared without key
+    /// lengths or a length exceeds the key length Lk, [`AttentionError::Shape`] for a
+    /// count other than the batch, or `ctx` not being the context it was prepared on.
+    pub fn set_kv_lens(&self, ctx: &GpuContext, lens: &[u32]) -> Result<()> {
+        if !Arc::ptr_eq(&ctx.identity(), &self.context) {
+            return Err(AttentionError::option(
+                "ctx",
+                "is not the context this attention was prepared on",
+            ));
+        }
+        let Some(buffer) = &self.kv_lens else {
+            return Err(AttentionError::option(
+                "kv_lens",
+                "this attention was prepared without key lengths",
+            ));
+        };
+        let p = self.prepared.problem();
+        if lens.len() != p.batch {
+            return Err(AttentionError::shape(
+                "kv_lens",
+                format!(
+                    "expected shape ({},) for batch {}, got ({},)",
+                    p.batch,
+                    p.batch,
+                    lens.len()
+                ),
+            ));
+        }
+        if let Some((i, &n)) = lens.iter().enumerate().find(|(_, &n)| n as usize > p.len_k) {
+            return Err(AttentionError::option(
+                "kv_lens",
+                format!("kv_lens[{i}] = {n} exceeds the key length Lk = {}", p.len_k),
+            ));
+        }
+        ctx.check_alive()?;
+        let scopes = ErrorScopes::push(ctx);
+        ctx.queue
+            .write_buffer(buffer, 0, bytemuck::cast_slice(lens));
+        scopes.pop_now(ctx, "writing the key lengths")
+    }
+
     /// Records the call into the application's `encoder`: nothing is submitted, and the
     /// results are in `buffers.out` (and `weights`, `lse`) once the application has
     /// submitted the encoder. Passes recorded before it may write the inputs; passes

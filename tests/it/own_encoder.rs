@@ -343,3 +343,98 @@ fn bad_shapes_fail_at_preparation() {
     .unwrap_err();
     assert!(e.is_input_error(), "{e}");
 }
+
+#[test]
+fn one_preparation_serves_a_growing_cache_through_set_kv_lens() {
+    // A decoding loop: q of one row against a store of 40 keys, of which the first n
+    // are filled; the same preparation with its key lengths rewritten before each step,
+    // two batches with lengths of their own, on every path that takes key lengths.
+    let ctx = ctx();
+    let (q, k, v) = Rng::new(94).qkv((2, 6, 3), (1, 40), (16, 16));
+    for path in [KernelPath::Auto, KernelPath::Decode, KernelPath::Fused] {
+        let first = [1, 1];
+        let opts = AttentionOptions {
+            kv_lens: Some(&first),
+            path,
+            ..Default::default()
+        };
+        let prepared = prepare(ctx, &q, &k, &v, &opts);
+        let (qb, kb, vb) = (
+            buffer_of(ctx, q.as_slice().unwrap(), IO),
+            buffer_of(ctx, k.as_slice().unwrap(), IO),
+            buffer_of(ctx, v.as_slice().unwrap(), IO),
+        );
+        for lens in [[1, 1], [2, 7], [17, 3], [40, 40], [5, 39]] {
+            prepared.set_kv_lens(ctx, &lens).unwrap();
+            let out = nan_buffer(ctx, q.len());
+            let b = AttentionBuffers {
+                q: &qb,
+                k: &kb,
+                v: &vb,
+                out: &out,
+                weights: None,
+                lse: None,
+            };
+            let mut encoder = ctx.device().create_command_encoder(&Default::default());
+            prepared.record(ctx, &mut encoder, &b).unwrap();
+            ctx.queue().submit([encoder.finish()]);
+            let want_opts = AttentionOptions {
+                kv_lens: Some(&lens),
+                ..Default::default()
+            };
+            let want = attention_reference(q.view(), k.view(), v.view(), &want_opts)
+                .unwrap()
+                .out;
+            let got = read(ctx, &out, q.shape());
+            assert_close(
+                &format!("{path:?} at key lengths {lens:?}"),
+                got.view(),
+                want.view().into_dyn(),
+                ATOL,
+                RTOL,
+            );
+        }
+    }
+}
+
+#[test]
+fn set_kv_lens_refuses_what_the_preparation_cannot_take() {
+    let ctx = ctx();
+    let (q, k, v) = Rng::new(95).qkv((2, 2, 2), (1, 9), (8, 8));
+    let lens = [3, 4];
+    let with = prepare(
+        ctx,
+        &q,
+        &k,
+        &v,
+        &AttentionOptions {
+            kv_lens: Some(&lens),
+            ..Default::default()
+        },
+    );
+    let e = with.set_kv_lens(ctx, &[3]).unwrap_err();
+    assert!(
+        matches!(e, AttentionError::Shape { arg: "kv_lens", .. }),
+        "{e}"
+    );
+    let e = with.set_kv_lens(ctx, &[3, 10]).unwrap_err();
+    assert!(
+        matches!(e, AttentionError::InvalidOption { arg: "kv_lens", .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("kv_lens[1] = 10"), "{e}");
+    let without = prepare(ctx, &q, &k, &v, &AttentionOptions::default());
+    let e = without.set_kv_lens(ctx, &lens).unwrap_err();
+    assert!(
+        matches!(e, AttentionError::InvalidOption { arg: "kv_lens", .. }),
+        "{e}"
+    );
+    // Another context's device cannot write this preparation's buffer.
+    let (device, queue) = app_device(|l| l);
+    let other = GpuContext::from_device(device, queue);
+    let e = with.set_kv_lens(&other, &lens).unwrap_err();
+    assert!(
+        matches!(e, AttentionError::InvalidOption { arg: "ctx", .. }),
+        "{e}"
+    );
+}

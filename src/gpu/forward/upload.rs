@@ -35,6 +35,15 @@ pub(crate) fn mask(ctx: &GpuContext, mask: Option<&Mask<'_>>) -> Result<Option<w
 
 /// The key lengths as u32.
 pub(crate) fn kv_lens(ctx: &GpuContext, lens: Option<&[u32]>) -> Result<Option<wgpu::Buffer>> {
-    lens.map(|l| storage(ctx, "wgpu-attention kv_lens", bytemuck::cast_slice(l)))
-        .transpose()
+    // COPY_DST: a prepared call's lengths are rewritten in place (`set_kv_lens`).
+    let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+    lens.map(|l| {
+        buffers::with_contents(
+            ctx,
+            "wgpu-attention kv_lens",
+            bytemuck::cast_slice(l),
+            usage,
+        )
+    })
+    .transpose()
 }

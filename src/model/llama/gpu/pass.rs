@@ -35,6 +35,9 @@ pub(crate) struct KvStore {
     pub v: Vec<GpuTensor>,
     pub cap: usize,
     pub len: usize,
+    /// The attention a decoding step over this store records, kept between steps, and
+    /// whether it returns the weights.
+    decode: Option<(bool, PreparedAttention)>,
 }
 
 impl KvStore {
@@ -47,7 +50,13 @@ impl KvStore {
             k.push(GpuTensor::empty(ctx, &shape)?);
             v.push(GpuTensor::empty(ctx, &shape)?);
         }
-        Ok(Self { k, v, cap, len: 0 })
+        Ok(Self {
+            k,
+            v,
+            cap,
+            len: 0,
+            decode: None,
+        })
     }
 }
 
@@ -188,14 +197,24 @@ pub(crate) async fn run(
         },
         ..Default::default()
     };
-    let attention = PreparedAttention::new(
-        ctx,
-        &[1, hq, l, d],
-        &[1, hkv, cap, d],
-        &[1, hkv, cap, d],
-        &opts,
-    )
-    .await?;
+    // A decoding step reuses the store's prepared call (with the same outputs asked
+    // for), its key length updated: preparing one cost about 1 ms a step on lavapipe.
+    let attention = match kv.decode.take() {
+        Some((with_weights, a)) if l == 1 && with_weights == weights.is_some() => {
+            a.set_kv_lens(ctx, &seen)?;
+            a
+        }
+        _ => {
+            PreparedAttention::new(
+                ctx,
+                &[1, hq, l, d],
+                &[1, hkv, cap, d],
+                &[1, hkv, cap, d],
+                &opts,
+            )
+            .await?
+        }
+    };
     ctx.queue()
         .write_buffer(&ws.ids, 0, bytemuck::cast_slice(ids));
 
@@ -361,5 +380,8 @@ pub(crate) async fn run(
     ctx.queue().submit([enc.finish()]);
     scopes.pop(ctx, "llama forward pass").await?;
     kv.len = off + l;
+    if l == 1 {
+        kv.decode = Some((weights.is_some(), attention));
+    }
     Ok(())
 }
