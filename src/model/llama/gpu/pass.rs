@@ -198,7 +198,7 @@ pub(crate) async fn run(
         ..Default::default()
     };
     // A decoding step reuses the store's prepared call (with the same outputs asked
-    // for), its key length updated: preparing one cost about 1 ms a step on lavapipe.
+    // for), its key length updated, rather than validating, routing and uploading again.
     let attention = match kv.decode.take() {
         Some((with_weights, a)) if l == 1 && with_weights == weights.is_some() => {
             a.set_kv_lens(ctx, &seen)?;
