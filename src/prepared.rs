@@ -16,7 +16,7 @@ use crate::gpu::forward::io::ForwardOutputs;
 use crate::gpu::forward::upload;
 use crate::gpu::kernels::elem::Elem;
 use crate::options::{AttentionOptions, KernelPath};
-use crate::problem::Problem;
+use crate::problem::{check_kv_lens, Problem};
 
 /// The application's buffers one recorded call reads and writes: row-major f32 tensors
 /// of the shapes the attention was prepared for (module docs of the crate), each starting
@@ -122,6 +122,18 @@ impl PreparedAttention {
         })
     }
 
+    /// Refuses a context other than the one this was prepared on: its pipelines and
+    /// buffers belong to that device.
+    fn check_context(&self, ctx: &GpuContext) -> Result<()> {
+        if Arc::ptr_eq(&ctx.identity(), &self.context) {
+            return Ok(());
+        }
+        Err(AttentionError::option(
+            "ctx",
+            "is not the context this attention was prepared on",
+        ))
+    }
+
     /// The kernel path the call runs ([`KernelPath::Auto`] resolved).
     pub fn path(&self) -> KernelPath {
         self.path
@@ -139,12 +151,7 @@ impl PreparedAttention {
     /// lengths or a length exceeds the key length Lk, [`AttentionError::Shape`] for a
     /// count other than the batch, or `ctx` not being the context it was prepared on.
     pub fn set_kv_lens(&self, ctx: &GpuContext, lens: &[u32]) -> Result<()> {
-        if !Arc::ptr_eq(&ctx.identity(), &self.context) {
-            return Err(AttentionError::option(
-                "ctx",
-                "is not the context this attention was prepared on",
-            ));
-        }
+        self.check_context(ctx)?;
         let Some(buffer) = &self.kv_lens else {
             return Err(AttentionError::option(
                 "kv_lens",
@@ -152,23 +159,7 @@ impl PreparedAttention {
             ));
         };
         let p = self.prepared.problem();
-        if lens.len() != p.batch {
-            return Err(AttentionError::shape(
-                "kv_lens",
-                format!(
-                    "expected shape ({},) for batch {}, got ({},)",
-                    p.batch,
-                    p.batch,
-                    lens.len()
-                ),
-            ));
-        }
-        if let Some((i, &n)) = lens.iter().enumerate().find(|(_, &n)| n as usize > p.len_k) {
-            return Err(AttentionError::option(
-                "kv_lens",
-                format!("kv_lens[{i}] = {n} exceeds the key length Lk = {}", p.len_k),
-            ));
-        }
+        check_kv_lens(lens, p.batch, p.len_k)?;
         ctx.check_alive()?;
         let scopes = ErrorScopes::push(ctx);
         ctx.queue
@@ -213,12 +204,7 @@ impl PreparedAttention {
         rec: &mut Recorder<'_>,
         buffers: &AttentionBuffers<'_>,
     ) -> Result<()> {
-        if !Arc::ptr_eq(&ctx.identity(), &self.context) {
-            return Err(AttentionError::option(
-                "ctx",
-                "is not the context this attention was prepared on",
-            ));
-        }
+        self.check_context(ctx)?;
         ctx.check_alive()?;
         let p = self.prepared.problem();
         check_buffers(p, buffers)?;

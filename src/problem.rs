@@ -211,18 +211,7 @@ pub fn validate(
         }
     };
     if let Some(lens) = opts.kv_lens {
-        if lens.len() != b {
-            return Err(AttentionError::shape(
-                "kv_lens",
-                format!("expected shape ({b},) for batch {b}, got ({},)", lens.len()),
-            ));
-        }
-        if let Some((i, &n)) = lens.iter().enumerate().find(|(_, &n)| n as usize > lk) {
-            return Err(AttentionError::option(
-                "kv_lens",
-                format!("kv_lens[{i}] = {n} exceeds the key length Lk = {lk}"),
-            ));
-        }
+        check_kv_lens(lens, b, lk)?;
     }
     Ok(Problem {
         batch: b,
@@ -253,6 +242,28 @@ thread_local! {
 #[doc(hidden)]
 pub fn validate_calls_for_tests() -> u64 {
     VALIDATE_CALLS.with(std::cell::Cell::get)
+}
+
+/// Per-batch key lengths `lens` against a batch of `batch` and a key length of `lk`:
+/// one a batch entry, none past Lk. Also checks the lengths a prepared call is given
+/// later (`PreparedAttention::set_kv_lens`).
+pub(crate) fn check_kv_lens(lens: &[u32], batch: usize, lk: usize) -> Result<()> {
+    if lens.len() != batch {
+        return Err(AttentionError::shape(
+            "kv_lens",
+            format!(
+                "expected shape ({batch},) for batch {batch}, got ({},)",
+                lens.len()
+            ),
+        ));
+    }
+    if let Some((i, &n)) = lens.iter().enumerate().find(|(_, &n)| n as usize > lk) {
+        return Err(AttentionError::option(
+            "kv_lens",
+            format!("kv_lens[{i}] = {n} exceeds the key length Lk = {lk}"),
+        ));
+    }
+    Ok(())
 }
 
 /// An additive mask is a bias on the logits: finite, or -inf to mask the pair exactly
