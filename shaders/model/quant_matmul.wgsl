@@ -61,6 +61,8 @@ struct QuantMatmul {
     page_rows: u32,
     page_stride: u32,
     chunk: u32,
+    // The paged entry: the row of y its first row of x (x_off in the uniform copy) is.
+    row0: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: QuantMatmul;

@@ -50,7 +50,7 @@ pub async fn quant_matmul_probe(
 
 /// [`quant_matmul_probe`] with W stored in uniform pages of at most `page_rows` rows
 /// (where a row fits a page), as a model keeps its Q4_1 projections on lavapipe: the
-/// adapter's one-row products then take the paged entry, every other entry finds the
+/// adapter's products then take the paged entry, every other entry finds the
 /// rows in the pages.
 ///
 /// # Errors

@@ -176,11 +176,12 @@ pub(crate) struct QuantMatmulParams {
     page_rows: u32,
     page_stride: u32,
     chunk: u32,
+    row0: u32,
 }
 
 /// [`QuantMatmulParams`] as the WGSL declares it.
 fn params_uniform() -> UniformLayout {
-    uniform_layout!(QuantMatmulParams as "QuantMatmul" { rows, cols, inner, row_bytes, x_off, x_stride, out => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"], eps, col0, q_end, k_end, kv_heads, kv_cap, kv_off, pos0, positions, page_rows, page_stride, chunk })
+    uniform_layout!(QuantMatmulParams as "QuantMatmul" { rows, cols, inner, row_bytes, x_off, x_stride, out => ["out_len", "out_heads", "out_dim", "out_cap", "out_off"], eps, col0, q_end, k_end, kv_heads, kv_cap, kv_off, pos0, positions, page_rows, page_stride, chunk, row0 })
 }
 
 /// Where row `m`, column `c` of y goes: `((b * heads + h) * cap + off + l) * dim + d` with
@@ -415,7 +416,8 @@ enum Tile {
     SplitOne,
     /// Four rows a workgroup, K split across lanes, read from storage.
     SplitFour,
-    /// One row, read from the uniform copy, W from its uniform pages ([`SPEC_PAGED`]).
+    /// One row a workgroup, rows read from the uniform copy as many at a time as it
+    /// holds, W from its uniform pages ([`SPEC_PAGED`]).
     Paged,
 }
 
@@ -457,7 +459,8 @@ pub(crate) struct ProductShape {
     pub var: QuantVariant,
     pub rows: usize,
     pub inner: usize,
-    /// W is in [`Pages`](super::quant_matrix::Pages): one row takes the paged entry.
+    /// W is in [`Pages`](super::quant_matrix::Pages): the product takes the paged entry
+    /// where it serves.
     pub paged: bool,
 }
 
@@ -490,6 +493,13 @@ fn tile_for(rows: usize, inner: usize, split: bool) -> Tile {
         Some(n) if n <= XU_ELEMS => Tile::FourUniform,
         _ => Tile::Four,
     }
+}
+
+/// Whether a product [`tile_for`] gave `tile` may take the paged entry instead when its
+/// W is in pages: not on the split entry's adapters, and only where one row of x (of
+/// `inner` elements) fits the uniform copy; the entry takes as many rows as fit at once.
+fn paged_rows(tile: Tile, inner: usize) -> bool {
+    !tile.split() && inner <= XU_ELEMS
 }
 
 impl QuantMatmulKernel {
@@ -525,7 +535,7 @@ impl QuantMatmulKernel {
     }
 
     /// Builds (or finds cached) the pipelines the products `wants` take (the paged entry
-    /// for one row of a paged W, not the subgroup entry beside it).
+    /// for a paged W, not the other entries beside it).
     ///
     /// # Errors
     /// A device error building a pipeline.
@@ -536,7 +546,13 @@ impl QuantMatmulKernel {
             .iter()
             .map(|w| {
                 let tile = match tile_for(w.rows, w.inner, split) {
-                    Tile::One if w.paged && subgroups && pages_serve(ctx, w.ty) => Tile::Paged,
+                    tile if paged_rows(tile, w.inner)
+                        && w.paged
+                        && subgroups
+                        && pages_serve(ctx, w.ty) =>
+                    {
+                        Tile::Paged
+                    }
                     tile => tile,
                 };
                 (w.ty, w.var, tile)
@@ -615,9 +631,9 @@ impl QuantMatmulKernel {
                 .iter()
                 .find(|(t, v, r, _, _)| *t == w.ty && *v == var && *r == tile)
         };
-        // A paged matrix's one-row products take the paged entry where it was built;
-        // every other entry finds W's rows through the pages too.
-        if tile == Tile::One && w.pages.is_some() && find(Tile::Paged).is_some() {
+        // A paged matrix's products take the paged entry where it was built and a row of
+        // x fits the uniform copy; every other entry finds W's rows through the pages too.
+        if paged_rows(tile, w.cols) && w.pages.is_some() && find(Tile::Paged).is_some() {
             tile = Tile::Paged;
         }
         let (name, pipe) = find(tile)
@@ -701,39 +717,24 @@ impl QuantMatmulKernel {
             page_rows: u32_of("quant matmul", w.pages.map_or(0, |p| p.rows))?,
             page_stride: u32_of("quant matmul", w.pages.map_or(0, |p| p.stride))?,
             chunk: 0,
+            row0: 0,
         };
         let xu_bytes = XU_ELEMS as u64 * 4;
         let mut norm_row = range(&self.norm_row, 0, xu_bytes);
-        let mut x_row = self.x_row.as_entire_binding();
         if tile.uniform() {
-            // tile_for allows rows of at most XU_ELEMS elements together, and W's rows
-            // are whole blocks of at least four elements, so both copies are whole vec4s.
-            let bytes = w.cols as u64 * 4;
-            let x = call.x.buffer();
-            let x_at = call.x_off as u64 * 4;
-            if x.usage().contains(wgpu::BufferUsages::UNIFORM)
-                && x_at.is_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment))
-                && x_at + xu_bytes <= x.size()
-            {
-                // x's own buffer is the uniform copy (see `x_tensor`).
-                x_row = range(x, x_at, xu_bytes);
-            } else {
-                let x_bytes = bytes * call.rows as u64;
-                rec.encoder()
-                    .copy_buffer_to_buffer(x, x_at, &self.x_row, 0, x_bytes);
-            }
             match call.norm.map(|n| (n, n.uniform)) {
                 Some((_, Some(u))) => norm_row = range(u.buffer, u.offset, xu_bytes),
                 Some((n, None)) => {
                     let weight = n.weight.buffer();
+                    let bytes = w.cols as u64 * 4;
                     rec.encoder()
                         .copy_buffer_to_buffer(weight, 0, &self.norm_row, 0, bytes);
                 }
                 None => {}
             }
         }
-        // Every binding after the params.
-        let rest = vec![
+        // Every binding after the params, but for the uniform copy of x and the norm's.
+        let rest = [
             whole(call.x),
             range(&w.buffer, 0, w.buffer.size()),
             whole(call.y),
@@ -741,36 +742,89 @@ impl QuantMatmulKernel {
             whole(s.map_or(&self.unused_read, |s| s.table)),
             whole(s.map_or(&self.unused_k, |s| s.k)),
             whole(s.map_or(&self.unused_v, |s| s.v)),
-            x_row,
-            norm_row,
         ];
+        fn bindings<'b>(
+            params: &'b wgpu::Buffer,
+            rest: &[wgpu::BindingResource<'b>],
+            x_row: wgpu::BindingResource<'b>,
+            norm_row: &wgpu::BindingResource<'b>,
+        ) -> Vec<wgpu::BindingResource<'b>> {
+            let mut resources = vec![params.as_entire_binding()];
+            resources.extend(rest.iter().cloned());
+            resources.extend([x_row, norm_row.clone()]);
+            resources
+        }
         match (tile, w.pages) {
             (Tile::Paged, Some(pages)) => {
-                // One dispatch a chunk of pages, S / 8 workgroups of eight slots.
-                for chunk in 0..pages.chunks {
-                    let params = QuantMatmulParams {
-                        chunk: u32_of("quant matmul", chunk)?,
-                        ..params
-                    };
-                    let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
-                    let mut resources = vec![params.as_entire_binding()];
-                    resources.extend(rest.iter().cloned());
-                    for page in chunk * PAGES..(chunk + 1) * PAGES {
-                        let at = (page * pages.stride) as u64;
-                        resources.push(range(&w.buffer, at, PAGE_BYTES as u64));
+                // Rows of x in windows the uniform copy holds; for each, one dispatch a
+                // chunk of pages, S / 8 workgroups of eight slots for each row.
+                let per = (XU_ELEMS / w.cols).max(1);
+                for r0 in (0..call.rows).step_by(per) {
+                    let n = per.min(call.rows - r0);
+                    let x_row = self.x_window(ctx, rec, call, r0, n);
+                    for chunk in 0..pages.chunks {
+                        let params = QuantMatmulParams {
+                            chunk: u32_of("quant matmul", chunk)?,
+                            row0: u32_of("quant matmul", r0)?,
+                            ..params
+                        };
+                        let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
+                        let mut resources = bindings(&params, &rest, x_row.clone(), &norm_row);
+                        for page in chunk * PAGES..(chunk + 1) * PAGES {
+                            let at = (page * pages.stride) as u64;
+                            resources.push(range(&w.buffer, at, PAGE_BYTES as u64));
+                        }
+                        let groups = pages.rows.div_ceil(8) as u64 * n as u64;
+                        record_pass(ctx, rec, (name, pipe), resources, groups)?;
                     }
-                    let groups = pages.rows.div_ceil(8) as u64;
-                    record_pass(ctx, rec, (name, pipe), resources, groups)?;
                 }
                 Ok(())
             }
             _ => {
+                let x_row = if tile.uniform() {
+                    self.x_window(ctx, rec, call, 0, call.rows)
+                } else {
+                    self.x_row.as_entire_binding()
+                };
                 let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
                 let groups = tile.workgroups(call.rows, w.rows);
-                let mut resources = vec![params.as_entire_binding()];
-                resources.extend(rest);
-                record_pass(ctx, rec, (name, pipe), resources, groups)
+                record_pass(
+                    ctx,
+                    rec,
+                    (name, pipe),
+                    bindings(&params, &rest, x_row, &norm_row),
+                    groups,
+                )
             }
+        }
+    }
+
+    /// The uniform copy of rows `r0 .. r0 + n` of the call's x (at most [`XU_ELEMS`]
+    /// elements together, so whole vec4s: W's rows are whole blocks of at least four
+    /// elements): x's own buffer where those rows start at a multiple of the uniform
+    /// offset alignment and the binding fits it (see [`x_tensor`]), else the rows copied
+    /// into the kernel's scratch, which the dispatches recorded before the copy have read.
+    fn x_window<'a>(
+        &'a self,
+        ctx: &GpuContext,
+        rec: &mut Recorder<'_>,
+        call: &QuantMatmul<'a>,
+        r0: usize,
+        n: usize,
+    ) -> wgpu::BindingResource<'a> {
+        let xu_bytes = XU_ELEMS as u64 * 4;
+        let row_bytes = call.w.cols as u64 * 4;
+        let x = call.x.buffer();
+        let x_at = call.x_off as u64 * 4 + r0 as u64 * row_bytes;
+        if x.usage().contains(wgpu::BufferUsages::UNIFORM)
+            && x_at.is_multiple_of(u64::from(ctx.limits.min_uniform_buffer_offset_alignment))
+            && x_at + xu_bytes <= x.size()
+        {
+            range(x, x_at, xu_bytes)
+        } else {
+            rec.encoder()
+                .copy_buffer_to_buffer(x, x_at, &self.x_row, 0, row_bytes * n as u64);
+            self.x_row.as_entire_binding()
         }
     }
 }

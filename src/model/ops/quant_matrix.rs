@@ -117,7 +117,7 @@ impl QuantMatrix {
     }
 
     /// [`QuantMatrix::upload`] for a matrix the quantized matmul reads: in [`Pages`]
-    /// where the paged entry will read it (one-row Q4_1 products on a CPU driver with
+    /// where the paged entry will read it (Q4_1 products on a CPU driver with
     /// 8-lane subgroups, which can bind [`PAGES`] uniform pages), unless the pages would
     /// take more than a quarter more memory than the rows (a small matrix: each buffer
     /// ends a whole page binding past its last page's start).
@@ -259,7 +259,7 @@ enum Layout {
     PagedIfSmall,
 }
 
-/// Whether one-row products of type `ty` on `ctx` take the paged entry: Q4_1 on a CPU
+/// Whether products of type `ty` on `ctx` take the paged entry: Q4_1 on a CPU
 /// driver with 8-lane subgroups (the subgroup entry's adapters) that can bind the
 /// entry's [`PAGES`] pages beside its three other uniform buffers, where few-row
 /// products do not split K across lanes.

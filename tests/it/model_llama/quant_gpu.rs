@@ -158,7 +158,8 @@ fn quantized_matmul_matches_the_dequantized_product_at_edge_shapes() {
 }
 
 /// W kept in uniform pages (a model's Q4_1 projections on lavapipe): the paged entry for
-/// one row, and every other entry finding the rows in the pages, at pages of a few rows,
+/// rows of x (more rows than its uniform copy holds at once, so several windows of
+/// rows), and every other entry finding the rows in the pages, at pages of a few rows,
 /// so that a product spans several chunks of pages (several dispatches of the paged
 /// entry) with a ragged last one, and at pages as full as a binding allows. Shapes whose
 /// rows are not whole blocks, or not whole words (which cannot be paged), are left out.
@@ -174,6 +175,8 @@ fn paged_weights_give_the_dequantized_product_on_every_entry() {
         (1, 64, 2000, usize::MAX),
         (4, 64, 100, 3),
         (17, 96, 50, 2),
+        // 12 rows of 640 fill the uniform copy: windows of 12, 12 and 1 rows.
+        (25, 640, 30, 5),
         (1, 8192 + 256, 5, 1),
     ];
     let mut paged = 0;
@@ -211,7 +214,7 @@ fn paged_weights_give_the_dequantized_product_on_every_entry() {
     }
     // Q4_1 (the paged entry's type) at every shape, and at least the other 32-element
     // types at some.
-    assert!(paged >= 3 * 8 * 3, "{paged} paged products checked");
+    assert!(paged >= 3 * 9 * 3, "{paged} paged products checked");
 }
 
 #[test]
