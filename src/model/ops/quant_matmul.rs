@@ -498,7 +498,7 @@ fn tile_for(rows: usize, inner: usize, split: bool) -> Tile {
 /// Whether a product [`tile_for`] gave `tile` may take the paged entry instead when its
 /// W is in pages: not on the split entry's adapters, and only where one row of x (of
 /// `inner` elements) fits the uniform copy; the entry takes as many rows as fit at once.
-fn paged_rows(tile: Tile, inner: usize) -> bool {
+fn fits_paged_entry(tile: Tile, inner: usize) -> bool {
     !tile.split() && inner <= XU_ELEMS
 }
 
@@ -546,7 +546,7 @@ impl QuantMatmulKernel {
             .iter()
             .map(|w| {
                 let tile = match tile_for(w.rows, w.inner, split) {
-                    tile if paged_rows(tile, w.inner)
+                    tile if fits_paged_entry(tile, w.inner)
                         && w.paged
                         && subgroups
                         && pages_serve(ctx, w.ty) =>
@@ -633,7 +633,7 @@ impl QuantMatmulKernel {
         };
         // A paged matrix's products take the paged entry where it was built and a row of
         // x fits the uniform copy; every other entry finds W's rows through the pages too.
-        if paged_rows(tile, w.cols) && w.pages.is_some() && find(Tile::Paged).is_some() {
+        if fits_paged_entry(tile, w.cols) && w.pages.is_some() && find(Tile::Paged).is_some() {
             tile = Tile::Paged;
         }
         let (name, pipe) = find(tile)
