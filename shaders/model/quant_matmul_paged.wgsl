@@ -120,6 +120,13 @@ fn group2(i: u32, x: XBlock) -> vec4<f32> {
     );
 }
 
+// Words 4 i .. 4 i + 4 of W from storage: the paged entry decodes Q4_1 only, so its
+// pipelines never call this (quant_matmul_sg.wgsl's Q8_0 decoder does, through the
+// subgroup entry's wider binding).
+fn wq(i: u32) -> vec4<u32> {
+    return w4(vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u));
+}
+
 @compute @workgroup_size(8)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,

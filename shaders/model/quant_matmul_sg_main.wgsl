@@ -1,6 +1,14 @@
 // The subgroup entry's entry point (quant_matmul_sg.wgsl): W read from storage, four
 // columns an invocation.
 
+// W's words again, four at a time (the same buffer as `w`), for the loads `words9` makes.
+@group(0) @binding(10) var<storage, read> wv: array<vec4<u32>>;
+
+// Words 4 i .. 4 i + 4 of W.
+fn wq(i: u32) -> vec4<u32> {
+    return wv[i];
+}
+
 @compute @workgroup_size(64)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,

@@ -61,8 +61,8 @@ pub(crate) fn uniform_readable_tensor(
 }
 
 /// A buffer of `usage` (storage, and uniform for paged weights) holding `bytes` verbatim,
-/// rounded up to whole words and
-/// followed by one zero word (so a kernel may read the word after any byte it reads).
+/// zeros to the next multiple of 16 bytes and 16 more (so a kernel may read the word
+/// after any byte it reads, and the aligned four words holding it).
 ///
 /// # Errors
 /// [`crate::AttentionError::TooLarge`] past the device's storage binding limit; a device
@@ -74,7 +74,7 @@ pub(crate) fn upload_words(
     usage: wgpu::BufferUsages,
 ) -> Result<wgpu::Buffer> {
     ctx.check_alive()?;
-    let size = (bytes.len() as u64).next_multiple_of(4) + 4;
+    let size = (bytes.len() as u64).next_multiple_of(16) + 16;
     let limits = ctx.device().limits();
     let max = limits
         .max_storage_buffer_binding_size

@@ -60,7 +60,20 @@ const UNIFORMS: [fn() -> UniformLayout; 3] = [params_uniform, x_row_uniform, x_r
 pub(crate) const SPEC_SUBGROUPS: KernelSpec = KernelSpec {
     name: "model_quant_matmul_subgroups",
     source: source::QUANT_MATMUL_SUBGROUPS,
+    bindings: &SUBGROUP_BINDINGS,
     ..SPEC
+};
+
+/// [`BINDINGS`] and W's buffer again as four-word elements (`wv`), for loads of four
+/// words at once.
+const SUBGROUP_BINDINGS: [Binding; BINDINGS.len() + 1] = {
+    let mut all = [Binding::Read; BINDINGS.len() + 1];
+    let mut i = 0;
+    while i < BINDINGS.len() {
+        all[i] = BINDINGS[i];
+        i += 1;
+    }
+    all
 };
 
 /// The same kernel with K split across the lanes of groups of 16 and the lanes' sums
@@ -788,13 +801,13 @@ impl QuantMatmulKernel {
                 };
                 let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
                 let groups = tile.workgroups(call.rows, w.rows);
-                record_pass(
-                    ctx,
-                    rec,
-                    (name, pipe),
-                    bindings(&params, &rest, x_row, &norm_row),
-                    groups,
-                )
+                let mut resources = bindings(&params, &rest, x_row, &norm_row);
+                if name == SPEC_SUBGROUPS.name {
+                    // Whole four-word elements only (the upload pads the buffer past the
+                    // last one a block is read from).
+                    resources.push(range(&w.buffer, 0, w.buffer.size() / 16 * 16));
+                }
+                record_pass(ctx, rec, (name, pipe), resources, groups)
             }
         }
     }
