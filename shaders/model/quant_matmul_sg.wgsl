@@ -105,10 +105,12 @@ fn q4_1_staged(o: vec4<u32>, x: XBlock) {
     );
 }
 
-// Quant word of four Q8_0 rows from the block words before and after it (see q8_0_block4).
-fn q8_0_word(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>, d: vec4<f32>, x: vec4<f32>) {
+// Quant word of four Q8_0 rows from the block words before and after it (see
+// q8_0_block4) against x: one unscaled sum a row (the block's scale is applied once to
+// the block's sums, as for Q4_0 and Q4_1).
+fn q8_0_word(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>, x: vec4<f32>) -> vec4<f32> {
     let q = q8_0_quants(prev, next, mid);
-    take4x(d.x * bytes_i(q.x), d.y * bytes_i(q.y), d.z * bytes_i(q.z), d.w * bytes_i(q.w), x);
+    return vec4<f32>(dot(bytes_i(q.x), x), dot(bytes_i(q.y), x), dot(bytes_i(q.z), x), dot(bytes_i(q.w), x));
 }
 
 // Words a .. a + 8 of W: a Q8_0 block and the word it ends in (`lo` 0 .. 3, `hi` 4 .. 7).
@@ -157,14 +159,11 @@ fn q8_0_staged(o: vec4<u32>, x: XBlock) {
     let w7 = vec4<u32>(r0.hi.w, r1.hi.w, r2.hi.w, r3.hi.w);
     let w8 = vec4<u32>(r0.last, r1.last, r2.last, r3.last);
     let d = q8_0_scales(w0, mid);
-    q8_0_word(w0, w1, mid, d, x.x0);
-    q8_0_word(w1, w2, mid, d, x.x1);
-    q8_0_word(w2, w3, mid, d, x.x2);
-    q8_0_word(w3, w4_, mid, d, x.x3);
-    q8_0_word(w4_, w5, mid, d, x.x4);
-    q8_0_word(w5, w6, mid, d, x.x5);
-    q8_0_word(w6, w7, mid, d, x.x6);
-    q8_0_word(w7, w8, mid, d, x.x7);
+    let n = (q8_0_word(w0, w1, mid, x.x0) + q8_0_word(w1, w2, mid, x.x1))
+        + (q8_0_word(w2, w3, mid, x.x2) + q8_0_word(w3, w4_, mid, x.x3))
+        + ((q8_0_word(w4_, w5, mid, x.x4) + q8_0_word(w5, w6, mid, x.x5))
+        + (q8_0_word(w6, w7, mid, x.x6) + q8_0_word(w7, w8, mid, x.x7)));
+    acc += d * n;
 }
 
 fn block4(o: vec4<u32>, k0: u32) {
