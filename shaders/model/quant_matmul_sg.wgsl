@@ -71,11 +71,24 @@ fn nibble_dots(q: vec4<u32>, lo: vec4<f32>, hi: vec4<f32>) -> vec4<f32> {
 }
 
 fn q4_0_staged(o: vec4<u32>, x: XBlock) {
-    let d = half_at4(o);
-    let n = nibble_dots(bytes4v(o + vec4<u32>(2u)), x.x0, x.x4)
-        + nibble_dots(bytes4v(o + vec4<u32>(6u)), x.x1, x.x5)
-        + nibble_dots(bytes4v(o + vec4<u32>(10u)), x.x2, x.x6)
-        + nibble_dots(bytes4v(o + vec4<u32>(14u)), x.x3, x.x7);
+    // An 18-byte block lies in words a .. a + 4, as a Q8_0 block's start does (its
+    // scale and quant words come out the same way).
+    let a = o >> vec4<u32>(2u);
+    let mid = (o & vec4<u32>(2u)) != vec4<u32>(0u);
+    let r0 = words5(a.x);
+    let r1 = words5(a.y);
+    let r2 = words5(a.z);
+    let r3 = words5(a.w);
+    let w0 = vec4<u32>(r0.lo.x, r1.lo.x, r2.lo.x, r3.lo.x);
+    let w1 = vec4<u32>(r0.lo.y, r1.lo.y, r2.lo.y, r3.lo.y);
+    let w2 = vec4<u32>(r0.lo.z, r1.lo.z, r2.lo.z, r3.lo.z);
+    let w3 = vec4<u32>(r0.lo.w, r1.lo.w, r2.lo.w, r3.lo.w);
+    let w4_ = vec4<u32>(r0.last, r1.last, r2.last, r3.last);
+    let d = q8_0_scales(w0, mid);
+    let n = nibble_dots(q8_0_quants(w0, w1, mid), x.x0, x.x4)
+        + nibble_dots(q8_0_quants(w1, w2, mid), x.x1, x.x5)
+        + nibble_dots(q8_0_quants(w2, w3, mid), x.x2, x.x6)
+        + nibble_dots(q8_0_quants(w3, w4_, mid), x.x3, x.x7);
     acc += d * (n - 8.0 * x.sum);
 }
 
@@ -95,12 +108,16 @@ fn q4_1_dots(dm: vec4<u32>, q0: vec4<u32>, q1: vec4<u32>, q2: vec4<u32>, q3: vec
 
 fn q4_1_staged(o: vec4<u32>, x: XBlock) {
     let b = o >> vec4<u32>(2u);
+    let r0 = words5(b.x);
+    let r1 = words5(b.y);
+    let r2 = words5(b.z);
+    let r3 = words5(b.w);
     acc += q4_1_dots(
-        w4(b),
-        w4(b + vec4<u32>(1u)),
-        w4(b + vec4<u32>(2u)),
-        w4(b + vec4<u32>(3u)),
-        w4(b + vec4<u32>(4u)),
+        vec4<u32>(r0.lo.x, r1.lo.x, r2.lo.x, r3.lo.x),
+        vec4<u32>(r0.lo.y, r1.lo.y, r2.lo.y, r3.lo.y),
+        vec4<u32>(r0.lo.z, r1.lo.z, r2.lo.z, r3.lo.z),
+        vec4<u32>(r0.lo.w, r1.lo.w, r2.lo.w, r3.lo.w),
+        vec4<u32>(r0.last, r1.last, r2.last, r3.last),
         x,
     );
 }
@@ -140,6 +157,24 @@ fn words9(a: u32) -> Words9 {
         select(q1, vec4<u32>(q1.zw, r1.xy), two),
         select(r1.x, r1.z, two),
     );
+}
+
+// Words a .. a + 4 of W (`lo` 0 .. 3): a Q4_1 block, or the words a Q4_0 block lies in.
+struct Words5 {
+    lo: vec4<u32>,
+    last: u32,
+}
+
+// Words a .. a + 4 from the two aligned four-word loads that hold them, as `words9`.
+fn words5(a: u32) -> Words5 {
+    let v = a >> 2u;
+    let p = wq(v);
+    let q = wq(v + 1u);
+    let odd = (a & 1u) != 0u;
+    let p1 = select(p, vec4<u32>(p.yzw, q.x), odd);
+    let q1 = select(q.xyz, q.yzw, odd);
+    let two = (a & 2u) != 0u;
+    return Words5(select(p1, vec4<u32>(p1.zw, q1.xy), two), select(q1.x, q1.z, two));
 }
 
 fn q8_0_staged(o: vec4<u32>, x: XBlock) {
