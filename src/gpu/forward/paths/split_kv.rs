@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::error::Result;
+use crate::error::{AttentionError, Result};
 use crate::gpu::device::buffers;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::forward::chunk_bindings::ChunkBindings;
@@ -93,8 +93,11 @@ pub(crate) struct KeyRanges {
 pub(crate) struct SplitKv {
     elem: Elem,
     first: FirstPass,
-    first_pipe: Arc<KernelPipeline>,
-    merge_pipe: Arc<KernelPipeline>,
+    /// The first pass and the combine pass over key ranges; `None` where every record
+    /// of the problem prepared for takes `direct_pipe` (a decoding step of a model
+    /// whose cache fits one range a row builds neither).
+    first_pipe: Option<Arc<KernelPipeline>>,
+    merge_pipe: Option<Arc<KernelPipeline>>,
     /// decode.wgsl with `DIRECT`, where the problem prepared for cuts into one key range
     /// per row: its records write the output at once, one dispatch instead of two.
     direct_pipe: Option<Arc<KernelPipeline>>,
@@ -144,9 +147,8 @@ impl SplitKv {
         let mut split = Self {
             elem,
             first,
-            first_pipe: first.build(ctx, p, elem).await?,
-            merge_pipe: pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants())
-                .await?,
+            first_pipe: None,
+            merge_pipe: None,
             direct_pipe: None,
             ranges,
             scratch: Mutex::new(None),
@@ -156,8 +158,12 @@ impl SplitKv {
             if layouts.iter().all(|l| l.splits == 1) {
                 let spec = DecodeKernel::spec(ctx, p, elem);
                 split.direct_pipe = Some(pipeline(ctx, spec, &k.constants_direct(true)).await?);
+                return Ok(split);
             }
         }
+        split.first_pipe = Some(first.build(ctx, p, elem).await?);
+        split.merge_pipe =
+            Some(pipeline(ctx, &combine::COMBINE_SPEC, &combine::combine_constants()).await?);
         Ok(split)
     }
 
@@ -199,7 +205,6 @@ impl SplitKv {
     /// to fit, or a device error allocating.
     pub(crate) fn record(&self, r: &mut Recording<'_, '_>) -> Result<u64> {
         let (ctx, p, inputs, outputs) = (r.ctx, r.p, r.inputs, r.outputs);
-        let (pipe, merge) = (&self.first_pipe, &self.merge_pipe);
         let scratch = self.scratch(ctx, p, outputs)?;
         let Scratch {
             chunks,
@@ -217,7 +222,16 @@ impl SplitKv {
         // DIRECT: the first pass finishes the rows into the caller's outputs, and no
         // combine pass follows.
         let direct = self.direct_pipe.as_ref().filter(|_| self.direct(layouts));
-        let pipe = direct.unwrap_or(pipe);
+        let (pipe, merge) = match (direct, &self.first_pipe, &self.merge_pipe) {
+            (Some(direct), _, _) => (direct, None),
+            (None, Some(first), Some(merge)) => (first, Some(merge)),
+            // Only a problem other than the one prepared for could get here.
+            _ => {
+                return Err(AttentionError::Unsupported(
+                    "split-KV: this problem needs key ranges its preparation did not build".into(),
+                ))
+            }
+        };
         for (n, (chunk, layout)) in chunks.iter().zip(layouts).enumerate() {
             let (outs, pairs) = combine::partial_elems(p, chunk, layout);
             let partial_bytes = (outs + pairs) * 4;
@@ -232,9 +246,9 @@ impl SplitKv {
             let resources = bind.key_loop(n, inputs, chunk, targets);
             let group = bind_group(ctx, "decode", &pipe.layout, resources);
             launch::record(ctx, pass, (pipe, &group), layout)?;
-            if direct.is_some() {
+            let Some(merge) = merge else {
                 continue;
-            }
+            };
             let combine_group = bind_group(
                 ctx,
                 "combine",
