@@ -1,6 +1,6 @@
 // The entry point of quant_matmul.wgsl that reads W from uniform buffers, for rows of x
 // on a CPU driver's 8-lane subgroups (lavapipe) and Q4_1 blocks (the layers of SmolLM2's
-// file). Mesa 22.3's lavapipe loads from a storage buffer lane by lane, with a
+// file) or Q4_0 ones (rows of whole words: their blocks in pairs). Mesa 22.3's lavapipe loads from a storage buffer lane by lane, with a
 // bounds check and a branch per lane and per word, and those loads were a third of a
 // decoding step; from a uniform buffer a load is one gather over the lanes. A uniform
 // binding holds at most 64 KiB, so such a matrix is stored as pages (QuantMatrix's
@@ -120,11 +120,84 @@ fn group2(i: u32, x: XBlock) -> vec4<f32> {
     );
 }
 
-// Words 4 i .. 4 i + 4 of W from storage: the paged entry decodes Q4_1 only, so its
-// pipelines never call this (quant_matmul_sg.wgsl's Q8_0 decoder does, through the
+// Words 4 i .. 4 i + 4 of W from storage: the paged entry decodes Q4_1 and Q4_0 from its
+// pages, so its pipelines never call this (quant_matmul_sg.wgsl's Q8_0 decoder does, through the
 // subgroup entry's wider binding).
 fn wq(i: u32) -> vec4<u32> {
     return w4(vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u));
+}
+
+// Two Q4_0 blocks of four rows (36 bytes, nine words w0 .. w8 a row, lanes of each are the
+// rows): the first block's scale is the low half of w0 and its quant words straddle w0 ..
+// w4; the second's scale is the high half of w4 and its quants are w5 .. w8. Against the
+// staged x of the two blocks, as q4_0_staged sums a block.
+fn q4_0_pair(
+    w0: vec4<u32>, w1: vec4<u32>, w2: vec4<u32>, w3: vec4<u32>, w4: vec4<u32>,
+    w5: vec4<u32>, w6: vec4<u32>, w7: vec4<u32>, w8: vec4<u32>,
+    xa: XBlock, xb: XBlock,
+) -> vec4<f32> {
+    let at = vec4<bool>(false);
+    let mid = vec4<bool>(true);
+    let na = nibble_dots(q8_0_quants(w0, w1, at), xa.x0, xa.x4)
+        + nibble_dots(q8_0_quants(w1, w2, at), xa.x1, xa.x5)
+        + nibble_dots(q8_0_quants(w2, w3, at), xa.x2, xa.x6)
+        + nibble_dots(q8_0_quants(w3, w4, at), xa.x3, xa.x7);
+    let nb = nibble_dots(w5, xb.x0, xb.x4)
+        + nibble_dots(w6, xb.x1, xb.x5)
+        + nibble_dots(w7, xb.x2, xb.x6)
+        + nibble_dots(w8, xb.x3, xb.x7);
+    return q8_0_scales(w0, at) * (na - 8.0 * xa.sum) + q8_0_scales(w4, mid) * (nb - 8.0 * xb.sum);
+}
+
+// Q4_0 sums of the block pair at word i of pages 0 .. 3.
+fn pair0(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
+    return q4_0_pair(
+        vec4<u32>(pw0(i + 0u), pw1(i + 0u), pw2(i + 0u), pw3(i + 0u)),
+        vec4<u32>(pw0(i + 1u), pw1(i + 1u), pw2(i + 1u), pw3(i + 1u)),
+        vec4<u32>(pw0(i + 2u), pw1(i + 2u), pw2(i + 2u), pw3(i + 2u)),
+        vec4<u32>(pw0(i + 3u), pw1(i + 3u), pw2(i + 3u), pw3(i + 3u)),
+        vec4<u32>(pw0(i + 4u), pw1(i + 4u), pw2(i + 4u), pw3(i + 4u)),
+        vec4<u32>(pw0(i + 5u), pw1(i + 5u), pw2(i + 5u), pw3(i + 5u)),
+        vec4<u32>(pw0(i + 6u), pw1(i + 6u), pw2(i + 6u), pw3(i + 6u)),
+        vec4<u32>(pw0(i + 7u), pw1(i + 7u), pw2(i + 7u), pw3(i + 7u)),
+        vec4<u32>(pw0(i + 8u), pw1(i + 8u), pw2(i + 8u), pw3(i + 8u)),
+        xa,
+        xb,
+    );
+}
+
+// Q4_0 sums of the block pair at word i of pages 4 .. 7.
+fn pair1(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
+    return q4_0_pair(
+        vec4<u32>(pw4(i + 0u), pw5(i + 0u), pw6(i + 0u), pw7(i + 0u)),
+        vec4<u32>(pw4(i + 1u), pw5(i + 1u), pw6(i + 1u), pw7(i + 1u)),
+        vec4<u32>(pw4(i + 2u), pw5(i + 2u), pw6(i + 2u), pw7(i + 2u)),
+        vec4<u32>(pw4(i + 3u), pw5(i + 3u), pw6(i + 3u), pw7(i + 3u)),
+        vec4<u32>(pw4(i + 4u), pw5(i + 4u), pw6(i + 4u), pw7(i + 4u)),
+        vec4<u32>(pw4(i + 5u), pw5(i + 5u), pw6(i + 5u), pw7(i + 5u)),
+        vec4<u32>(pw4(i + 6u), pw5(i + 6u), pw6(i + 6u), pw7(i + 6u)),
+        vec4<u32>(pw4(i + 7u), pw5(i + 7u), pw6(i + 7u), pw7(i + 7u)),
+        vec4<u32>(pw4(i + 8u), pw5(i + 8u), pw6(i + 8u), pw7(i + 8u)),
+        xa,
+        xb,
+    );
+}
+
+// Q4_0 sums of the block pair at word i of pages 8 .. 11.
+fn pair2(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
+    return q4_0_pair(
+        vec4<u32>(pw8(i + 0u), pw9(i + 0u), pw10(i + 0u), pw11(i + 0u)),
+        vec4<u32>(pw8(i + 1u), pw9(i + 1u), pw10(i + 1u), pw11(i + 1u)),
+        vec4<u32>(pw8(i + 2u), pw9(i + 2u), pw10(i + 2u), pw11(i + 2u)),
+        vec4<u32>(pw8(i + 3u), pw9(i + 3u), pw10(i + 3u), pw11(i + 3u)),
+        vec4<u32>(pw8(i + 4u), pw9(i + 4u), pw10(i + 4u), pw11(i + 4u)),
+        vec4<u32>(pw8(i + 5u), pw9(i + 5u), pw10(i + 5u), pw11(i + 5u)),
+        vec4<u32>(pw8(i + 6u), pw9(i + 6u), pw10(i + 6u), pw11(i + 6u)),
+        vec4<u32>(pw8(i + 7u), pw9(i + 7u), pw10(i + 7u), pw11(i + 7u)),
+        vec4<u32>(pw8(i + 8u), pw9(i + 8u), pw10(i + 8u), pw11(i + 8u)),
+        xa,
+        xb,
+    );
 }
 
 @compute @workgroup_size(8)
@@ -151,12 +224,24 @@ fn main(
     let words = p.row_bytes / 4u;
     let base = min(s, p.page_rows - 1u) * words;
     let blocks = p.inner / 32u;
-    for (var b = 0u; b < blocks; b++) {
-        let x = stage(b * 32u);
-        let i = base + b * 5u;
-        acc += group0(i, x);
-        acc1 += group1(i, x);
-        acc2 += group2(i, x);
+    if (KIND == 2u) {
+        // Q4_0: a paged row is whole words, so its blocks come in pairs of nine words.
+        for (var j = 0u; j < blocks / 2u; j++) {
+            let xa = stage(j * 64u);
+            let xb = stage(j * 64u + 32u);
+            let i = base + j * 9u;
+            acc += pair0(i, xa, xb);
+            acc1 += pair1(i, xa, xb);
+            acc2 += pair2(i, xa, xb);
+        }
+    } else {
+        for (var b = 0u; b < blocks; b++) {
+            let x = stage(b * 32u);
+            let i = base + b * 5u;
+            acc += group0(i, x);
+            acc1 += group1(i, x);
+            acc2 += group2(i, x);
+        }
     }
     // Every lane, before any leaves: the norm's sum of squares takes broadcasts.
     let scale = norm_scale(0u);

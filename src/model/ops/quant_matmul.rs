@@ -87,7 +87,7 @@ pub(crate) const SPEC_SPLIT: KernelSpec = KernelSpec {
 
 /// The subgroup kernel reading W from [`PAGES`] uniform pages (QuantMatrix's
 /// [`Pages`](super::quant_matrix::Pages)) rather than storage
-/// (`shaders/model/quant_matmul_paged.wgsl`): one-row Q4_1 products on lavapipe, whose
+/// (`shaders/model/quant_matmul_paged.wgsl`): Q4_1 and Q4_0 products on lavapipe, whose
 /// storage loads go lane by lane.
 pub(crate) const SPEC_PAGED: KernelSpec = KernelSpec {
     name: "model_quant_matmul_paged",

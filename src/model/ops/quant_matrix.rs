@@ -36,7 +36,7 @@ pub(crate) struct QuantMatrix {
 }
 
 /// W's rows in pages a uniform binding can hold, for the quantized matmul's paged entry
-/// (lavapipe's one-row Q4_1 products; `shaders/model/quant_matmul_paged.wgsl`). Chunk d
+/// (lavapipe's Q4_1 and Q4_0 products; `shaders/model/quant_matmul_paged.wgsl`). Chunk d
 /// of [`PAGES`] pages holds rows `d * PAGES * rows ..`: page `4 g + j` of the chunk, at
 /// slot s (bytes `s * row_bytes ..` of the page), holds the chunk's row `4 rows g + 4 s +
 /// j`, so that one invocation reads its twelve columns from one slot of every page. Page
@@ -117,7 +117,7 @@ impl QuantMatrix {
     }
 
     /// [`QuantMatrix::upload`] for a matrix the quantized matmul reads: in [`Pages`]
-    /// where the paged entry will read it (Q4_1 products on a CPU driver with
+    /// where the paged entry will read it (Q4_1 and Q4_0 products on a CPU driver with
     /// 8-lane subgroups, which can bind [`PAGES`] uniform pages), unless the pages would
     /// take more than a quarter more memory than the rows (a small matrix: each buffer
     /// ends a whole page binding past its last page's start).
@@ -259,12 +259,12 @@ enum Layout {
     PagedIfSmall,
 }
 
-/// Whether products of type `ty` on `ctx` take the paged entry: Q4_1 on a CPU
+/// Whether products of type `ty` on `ctx` take the paged entry: Q4_1 or Q4_0 on a CPU
 /// driver with 8-lane subgroups (the subgroup entry's adapters) that can bind the
 /// entry's [`PAGES`] pages beside its three other uniform buffers, where few-row
 /// products do not split K across lanes.
 pub(crate) fn pages_serve(ctx: &GpuContext, ty: GgmlType) -> bool {
-    ty == GgmlType::Q4_1
+    matches!(ty, GgmlType::Q4_1 | GgmlType::Q4_0)
         && lanes_adapter(ctx)
         && !split_products(ctx)
         && ctx.limits.max_uniform_buffers_per_shader_stage as usize >= PAGES + 3
