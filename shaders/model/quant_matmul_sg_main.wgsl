@@ -1,7 +1,8 @@
 // The subgroup entry's entry point (quant_matmul_sg.wgsl): W read from storage, four
 // columns an invocation.
 
-// W's words again, four at a time (the same buffer as `w`), for the loads `words9` makes.
+// W's words again, four at a time (the same buffer as `w`), for the loads `words5` and
+// `words9` make.
 @group(0) @binding(10) var<storage, read> wv: array<vec4<u32>>;
 
 // Words 4 i .. 4 i + 4 of W.
