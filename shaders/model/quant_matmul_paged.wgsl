@@ -35,96 +35,70 @@ struct Page {
 @group(0) @binding(20) var<uniform> page10: Page;
 @group(0) @binding(21) var<uniform> page11: Page;
 
-// Word i of page q.
-fn pw0(i: u32) -> u32 {
-    return page0.v[i >> 2u][i & 3u];
+// Word i of pages 0 .. 3, one page a lane (the chunk's columns 4 s ..).
+fn words0(i: u32) -> vec4<u32> {
+    return vec4<u32>(
+        page0.v[i >> 2u][i & 3u],
+        page1.v[i >> 2u][i & 3u],
+        page2.v[i >> 2u][i & 3u],
+        page3.v[i >> 2u][i & 3u],
+    );
 }
 
-fn pw1(i: u32) -> u32 {
-    return page1.v[i >> 2u][i & 3u];
+// Word i of pages 4 .. 7, one page a lane (the chunk's columns 4 S + 4 s ..).
+fn words1(i: u32) -> vec4<u32> {
+    return vec4<u32>(
+        page4.v[i >> 2u][i & 3u],
+        page5.v[i >> 2u][i & 3u],
+        page6.v[i >> 2u][i & 3u],
+        page7.v[i >> 2u][i & 3u],
+    );
 }
 
-fn pw2(i: u32) -> u32 {
-    return page2.v[i >> 2u][i & 3u];
+// Word i of pages 8 .. 11, one page a lane (the chunk's columns 8 S + 4 s ..).
+fn words2(i: u32) -> vec4<u32> {
+    return vec4<u32>(
+        page8.v[i >> 2u][i & 3u],
+        page9.v[i >> 2u][i & 3u],
+        page10.v[i >> 2u][i & 3u],
+        page11.v[i >> 2u][i & 3u],
+    );
 }
 
-fn pw3(i: u32) -> u32 {
-    return page3.v[i >> 2u][i & 3u];
-}
-
-fn pw4(i: u32) -> u32 {
-    return page4.v[i >> 2u][i & 3u];
-}
-
-fn pw5(i: u32) -> u32 {
-    return page5.v[i >> 2u][i & 3u];
-}
-
-fn pw6(i: u32) -> u32 {
-    return page6.v[i >> 2u][i & 3u];
-}
-
-fn pw7(i: u32) -> u32 {
-    return page7.v[i >> 2u][i & 3u];
-}
-
-fn pw8(i: u32) -> u32 {
-    return page8.v[i >> 2u][i & 3u];
-}
-
-fn pw9(i: u32) -> u32 {
-    return page9.v[i >> 2u][i & 3u];
-}
-
-fn pw10(i: u32) -> u32 {
-    return page10.v[i >> 2u][i & 3u];
-}
-
-fn pw11(i: u32) -> u32 {
-    return page11.v[i >> 2u][i & 3u];
-}
-
-// Q4_1 sums of the block at word i of pages 0 .. 3 (the chunk's columns 4 s ..).
+// Q4_1 sums of the block at word i of pages 0 .. 3.
 fn group0(i: u32, x: XBlock) -> vec4<f32> {
     return q4_1_dots(
-        vec4<u32>(pw0(i + 0u), pw1(i + 0u), pw2(i + 0u), pw3(i + 0u)),
-        vec4<u32>(pw0(i + 1u), pw1(i + 1u), pw2(i + 1u), pw3(i + 1u)),
-        vec4<u32>(pw0(i + 2u), pw1(i + 2u), pw2(i + 2u), pw3(i + 2u)),
-        vec4<u32>(pw0(i + 3u), pw1(i + 3u), pw2(i + 3u), pw3(i + 3u)),
-        vec4<u32>(pw0(i + 4u), pw1(i + 4u), pw2(i + 4u), pw3(i + 4u)),
+        words0(i + 0u),
+        words0(i + 1u),
+        words0(i + 2u),
+        words0(i + 3u),
+        words0(i + 4u),
         x,
     );
 }
 
-// Q4_1 sums of the block at word i of pages 4 .. 7 (the chunk's columns 4 S + 4 s ..).
+// Q4_1 sums of the block at word i of pages 4 .. 7.
 fn group1(i: u32, x: XBlock) -> vec4<f32> {
     return q4_1_dots(
-        vec4<u32>(pw4(i + 0u), pw5(i + 0u), pw6(i + 0u), pw7(i + 0u)),
-        vec4<u32>(pw4(i + 1u), pw5(i + 1u), pw6(i + 1u), pw7(i + 1u)),
-        vec4<u32>(pw4(i + 2u), pw5(i + 2u), pw6(i + 2u), pw7(i + 2u)),
-        vec4<u32>(pw4(i + 3u), pw5(i + 3u), pw6(i + 3u), pw7(i + 3u)),
-        vec4<u32>(pw4(i + 4u), pw5(i + 4u), pw6(i + 4u), pw7(i + 4u)),
+        words1(i + 0u),
+        words1(i + 1u),
+        words1(i + 2u),
+        words1(i + 3u),
+        words1(i + 4u),
         x,
     );
 }
 
-// Q4_1 sums of the block at word i of pages 8 .. 11 (the chunk's columns 8 S + 4 s ..).
+// Q4_1 sums of the block at word i of pages 8 .. 11.
 fn group2(i: u32, x: XBlock) -> vec4<f32> {
     return q4_1_dots(
-        vec4<u32>(pw8(i + 0u), pw9(i + 0u), pw10(i + 0u), pw11(i + 0u)),
-        vec4<u32>(pw8(i + 1u), pw9(i + 1u), pw10(i + 1u), pw11(i + 1u)),
-        vec4<u32>(pw8(i + 2u), pw9(i + 2u), pw10(i + 2u), pw11(i + 2u)),
-        vec4<u32>(pw8(i + 3u), pw9(i + 3u), pw10(i + 3u), pw11(i + 3u)),
-        vec4<u32>(pw8(i + 4u), pw9(i + 4u), pw10(i + 4u), pw11(i + 4u)),
+        words2(i + 0u),
+        words2(i + 1u),
+        words2(i + 2u),
+        words2(i + 3u),
+        words2(i + 4u),
         x,
     );
-}
-
-// Words 4 i .. 4 i + 4 of W from storage: the paged entry decodes Q4_1 and Q4_0 from its
-// pages, so its pipelines never call this (quant_matmul_sg.wgsl's Q8_0 decoder does, through the
-// subgroup entry's wider binding).
-fn wq(i: u32) -> vec4<u32> {
-    return w4(vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u));
 }
 
 // Two Q4_0 blocks of four rows (36 bytes, nine words w0 .. w8 a row, lanes of each are the
@@ -152,15 +126,15 @@ fn q4_0_pair(
 // Q4_0 sums of the block pair at word i of pages 0 .. 3.
 fn pair0(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
     return q4_0_pair(
-        vec4<u32>(pw0(i + 0u), pw1(i + 0u), pw2(i + 0u), pw3(i + 0u)),
-        vec4<u32>(pw0(i + 1u), pw1(i + 1u), pw2(i + 1u), pw3(i + 1u)),
-        vec4<u32>(pw0(i + 2u), pw1(i + 2u), pw2(i + 2u), pw3(i + 2u)),
-        vec4<u32>(pw0(i + 3u), pw1(i + 3u), pw2(i + 3u), pw3(i + 3u)),
-        vec4<u32>(pw0(i + 4u), pw1(i + 4u), pw2(i + 4u), pw3(i + 4u)),
-        vec4<u32>(pw0(i + 5u), pw1(i + 5u), pw2(i + 5u), pw3(i + 5u)),
-        vec4<u32>(pw0(i + 6u), pw1(i + 6u), pw2(i + 6u), pw3(i + 6u)),
-        vec4<u32>(pw0(i + 7u), pw1(i + 7u), pw2(i + 7u), pw3(i + 7u)),
-        vec4<u32>(pw0(i + 8u), pw1(i + 8u), pw2(i + 8u), pw3(i + 8u)),
+        words0(i + 0u),
+        words0(i + 1u),
+        words0(i + 2u),
+        words0(i + 3u),
+        words0(i + 4u),
+        words0(i + 5u),
+        words0(i + 6u),
+        words0(i + 7u),
+        words0(i + 8u),
         xa,
         xb,
     );
@@ -169,15 +143,15 @@ fn pair0(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
 // Q4_0 sums of the block pair at word i of pages 4 .. 7.
 fn pair1(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
     return q4_0_pair(
-        vec4<u32>(pw4(i + 0u), pw5(i + 0u), pw6(i + 0u), pw7(i + 0u)),
-        vec4<u32>(pw4(i + 1u), pw5(i + 1u), pw6(i + 1u), pw7(i + 1u)),
-        vec4<u32>(pw4(i + 2u), pw5(i + 2u), pw6(i + 2u), pw7(i + 2u)),
-        vec4<u32>(pw4(i + 3u), pw5(i + 3u), pw6(i + 3u), pw7(i + 3u)),
-        vec4<u32>(pw4(i + 4u), pw5(i + 4u), pw6(i + 4u), pw7(i + 4u)),
-        vec4<u32>(pw4(i + 5u), pw5(i + 5u), pw6(i + 5u), pw7(i + 5u)),
-        vec4<u32>(pw4(i + 6u), pw5(i + 6u), pw6(i + 6u), pw7(i + 6u)),
-        vec4<u32>(pw4(i + 7u), pw5(i + 7u), pw6(i + 7u), pw7(i + 7u)),
-        vec4<u32>(pw4(i + 8u), pw5(i + 8u), pw6(i + 8u), pw7(i + 8u)),
+        words1(i + 0u),
+        words1(i + 1u),
+        words1(i + 2u),
+        words1(i + 3u),
+        words1(i + 4u),
+        words1(i + 5u),
+        words1(i + 6u),
+        words1(i + 7u),
+        words1(i + 8u),
         xa,
         xb,
     );
@@ -186,18 +160,25 @@ fn pair1(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
 // Q4_0 sums of the block pair at word i of pages 8 .. 11.
 fn pair2(i: u32, xa: XBlock, xb: XBlock) -> vec4<f32> {
     return q4_0_pair(
-        vec4<u32>(pw8(i + 0u), pw9(i + 0u), pw10(i + 0u), pw11(i + 0u)),
-        vec4<u32>(pw8(i + 1u), pw9(i + 1u), pw10(i + 1u), pw11(i + 1u)),
-        vec4<u32>(pw8(i + 2u), pw9(i + 2u), pw10(i + 2u), pw11(i + 2u)),
-        vec4<u32>(pw8(i + 3u), pw9(i + 3u), pw10(i + 3u), pw11(i + 3u)),
-        vec4<u32>(pw8(i + 4u), pw9(i + 4u), pw10(i + 4u), pw11(i + 4u)),
-        vec4<u32>(pw8(i + 5u), pw9(i + 5u), pw10(i + 5u), pw11(i + 5u)),
-        vec4<u32>(pw8(i + 6u), pw9(i + 6u), pw10(i + 6u), pw11(i + 6u)),
-        vec4<u32>(pw8(i + 7u), pw9(i + 7u), pw10(i + 7u), pw11(i + 7u)),
-        vec4<u32>(pw8(i + 8u), pw9(i + 8u), pw10(i + 8u), pw11(i + 8u)),
+        words2(i + 0u),
+        words2(i + 1u),
+        words2(i + 2u),
+        words2(i + 3u),
+        words2(i + 4u),
+        words2(i + 5u),
+        words2(i + 6u),
+        words2(i + 7u),
+        words2(i + 8u),
         xa,
         xb,
     );
+}
+
+// Words 4 i .. 4 i + 4 of W from storage: the paged entry decodes Q4_1 and Q4_0 from its
+// pages, so its pipelines never call this (quant_matmul_sg.wgsl's `words5` and `words9`
+// do, through the subgroup entry's wider binding).
+fn wq(i: u32) -> vec4<u32> {
+    return w4(vec4<u32>(4u * i) + vec4<u32>(0u, 1u, 2u, 3u));
 }
 
 @compute @workgroup_size(8)

@@ -66,15 +66,7 @@ pub(crate) const SPEC_SUBGROUPS: KernelSpec = KernelSpec {
 
 /// [`BINDINGS`] and W's buffer again as four-word elements (`wv`), for loads of four
 /// words at once.
-const SUBGROUP_BINDINGS: [Binding; BINDINGS.len() + 1] = {
-    let mut all = [Binding::Read; BINDINGS.len() + 1];
-    let mut i = 0;
-    while i < BINDINGS.len() {
-        all[i] = BINDINGS[i];
-        i += 1;
-    }
-    all
-};
+const SUBGROUP_BINDINGS: [Binding; BINDINGS.len() + 1] = followed_by(BINDINGS, Binding::Read);
 
 /// The same kernel with K split across the lanes of groups of 16 and the lanes' sums
 /// added through workgroup memory (`shaders/model/quant_matmul_split.wgsl`): for GPUs,
@@ -98,16 +90,16 @@ pub(crate) const SPEC_PAGED: KernelSpec = KernelSpec {
 };
 
 /// [`BINDINGS`] and the paged entry's [`PAGES`] uniform pages.
-const PAGED_BINDINGS: [Binding; BINDINGS.len() + PAGES] = with_pages(BINDINGS, Binding::Uniform);
+const PAGED_BINDINGS: [Binding; BINDINGS.len() + PAGES] = followed_by(BINDINGS, Binding::Uniform);
 
 /// [`UNIFORMS`] and the pages' layouts.
 const PAGED_UNIFORMS: [fn() -> UniformLayout; UNIFORMS.len() + PAGES] =
-    with_pages(UNIFORMS, page_uniform);
+    followed_by(UNIFORMS, page_uniform);
 
-/// `base` followed by `page` up to `M` (`base`'s length and [`PAGES`]) elements.
-const fn with_pages<T: Copy, const N: usize, const M: usize>(base: [T; N], page: T) -> [T; M] {
-    assert!(M == N + PAGES, "one element for each page");
-    let mut all = [page; M];
+/// `base` followed by `more` up to `M` elements (the length the constant declares).
+const fn followed_by<T: Copy, const N: usize, const M: usize>(base: [T; N], more: T) -> [T; M] {
+    assert!(M > N, "at least one element past `base`");
+    let mut all = [more; M];
     let mut i = 0;
     while i < N {
         all[i] = base[i];
