@@ -42,7 +42,7 @@
 //! [`PreparedAttention::record`] with [`AttentionBuffers`] (`examples/own_encoder.rs`).
 //!
 //! Multi-head attention with projections and a KV cache, as PyTorch's
-//! `nn.MultiheadAttention`: [`mha`], [`mha_async`], [`mha_cpu`] and [`KvCache`], with
+//! `nn.MultiheadAttention`: [`mha`](fn@mha), [`mha_async`], [`mha_cpu`] and [`KvCache`], with
 //! weights from a `.safetensors` state dict ([`MhaWeights::from_safetensors`]).
 
 mod api;

@@ -24,7 +24,7 @@ use crate::problem::validate;
 /// is the fast f32 CPU path). Same options, same outputs, same errors as the GPU.
 ///
 /// # Errors
-/// Any input error of [`validate`](crate::validate).
+/// Any input error of [`crate::validate`].
 pub fn attention_reference(
     q: ArrayView4<'_, f32>,
     k: ArrayView4<'_, f32>,

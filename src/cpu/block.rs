@@ -23,7 +23,7 @@ use std::ops::Range;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{s, ArrayView2, ArrayViewMut2};
 
-use super::inputs::Inputs;
+use super::inputs::{Inputs, GEMM_ROWS};
 use super::lanes::{axpy, dot, exp_nonpositive, scale};
 use crate::error::Result;
 use crate::host_memory::try_vec;
@@ -34,10 +34,6 @@ pub(crate) const KEYS: usize = 256;
 
 /// Query rows per block; also the unit of work handed to a thread.
 pub(crate) const ROWS: usize = 128;
-
-/// Below this many rows a block's products are loops of dot products and `axpy`s: the
-/// matrix product's packing of K and V would cost more than it saves (decoding).
-pub(crate) const GEMM_ROWS: usize = 4;
 
 /// One block of query rows and the parts of the outputs it alone writes.
 pub(crate) struct Block<'o> {

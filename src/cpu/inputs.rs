@@ -8,6 +8,10 @@ use crate::host_memory::try_vec;
 use crate::options::{AttentionOptions, Mask};
 use crate::problem::Problem;
 
+/// Below this many rows a block's products are loops of dot products and `axpy`s: the
+/// matrix product's packing of K and V would cost more than it saves (decoding).
+pub(crate) const GEMM_ROWS: usize = 4;
+
 /// The call's read-only data, shared by every block (and thread).
 pub(crate) struct Inputs<'a> {
     pub p: &'a Problem,
@@ -58,7 +62,7 @@ impl<'a> Inputs<'a> {
             }
         }
         let k = contiguous("k", k)?;
-        let kt = match p.len_q >= super::block::GEMM_ROWS {
+        let kt = match p.len_q >= GEMM_ROWS {
             true => transposed_heads(&k, p)?,
             false => Vec::new(),
         };

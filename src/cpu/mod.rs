@@ -40,7 +40,7 @@ use inputs::Inputs;
 /// ```
 ///
 /// # Errors
-/// Any input error of [`validate`](crate::validate), and
+/// Any input error of [`crate::validate`], and
 /// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when the outputs do not
 /// fit in this machine's free memory.
 pub fn attention_cpu(

@@ -77,7 +77,7 @@ impl AddNormKernel {
     ///
     /// # Errors
     /// [`AttentionError::Shape`] when a tensor is too small or `gamma` and `beta` differ;
-    /// [`AttentionError::Option`] when `y` aliases an input; a device error allocating the
+    /// [`AttentionError::InvalidOption`] when `y` aliases an input; a device error allocating the
     /// params.
     pub(crate) fn record(
         &self,

@@ -74,7 +74,7 @@ pub(crate) fn shared_constants() -> [(&'static str, &'static str, &'static str, 
         "model_quant_matmul_paged",
         source::QUANT_MATMUL_PAGED,
         "PAGES",
-        quant_matmul::PAGES as u64,
+        quant_matrix::PAGES as u64,
     )]
 }
 

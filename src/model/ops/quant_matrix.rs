@@ -3,10 +3,15 @@
 //! find a row and decode it.
 
 use super::glue::{lanes_adapter, split_products, upload_words};
-use super::quant_matmul::{PAGES, PAGE_BYTES};
 use crate::error::{AttentionError, Result};
 use crate::model::llama::quant::GgmlType;
 use crate::GpuContext;
+
+/// Pages a dispatch of the paged entry binds (`PAGES` in quant_matmul_paged.wgsl).
+pub(crate) const PAGES: usize = 12;
+
+/// Bytes of a page's uniform binding (`Page` in quant_matmul_paged.wgsl).
+pub(crate) const PAGE_BYTES: usize = 65536;
 
 /// The types the quantized kernels decode, with (elements, bytes) per block as the
 /// kernels read them (F32 and F16 four elements at a time).

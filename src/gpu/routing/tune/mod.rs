@@ -41,7 +41,7 @@ use crate::problem::Problem;
 /// The fused configuration for `p` on this context.
 ///
 /// # Errors
-/// [`AttentionError::TooLarge`] when no candidate fits the device; device errors while
+/// [`AttentionError::TooLarge`](crate::AttentionError::TooLarge) when no candidate fits the device; device errors while
 /// timing.
 pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> Result<FusedConfig> {
     let kernel = ctx.fused_kernel();
@@ -72,7 +72,7 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
 /// adapters (both are timed when tuning is on).
 ///
 /// # Errors
-/// As [`fused_config`]; [`AttentionError::Unsupported`] when the subgroup kernel is
+/// As [`fused_config`]; [`AttentionError::Unsupported`](crate::AttentionError::Unsupported) when the subgroup kernel is
 /// forced and the adapter has no subgroups.
 pub(crate) async fn decode_config(
     ctx: &GpuContext,
