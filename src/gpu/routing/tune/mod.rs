@@ -28,7 +28,7 @@ use crate::gpu::kernels::decode_subgroup::DecodeChoice;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::routing::tune::candidates::{
-    ordered, Candidate, DECODE_CANDIDATES, DECODE_CPU_FIRST, FUSED_CANDIDATES, FUSED_CPU_FIRST,
+    decode_cpu_first, ordered, Candidate, DECODE_CANDIDATES, FUSED_CANDIDATES, FUSED_CPU_FIRST,
     FUSED_CPU_TUNING_FIRST, OTHER_DECODE_TIMED, SUBGROUP_DECODE_CANDIDATES,
     SUBGROUP_DECODE_CPU_FIRST, TIMED,
 };
@@ -87,7 +87,7 @@ pub(crate) async fn decode_config(
         return Ok(c);
     }
     let fits = |c: &DecodeChoice| c.fits(ctx, p, elem);
-    let lanes = ordered(ctx, DECODE_CANDIDATES, DECODE_CPU_FIRST)
+    let lanes = ordered(ctx, DECODE_CANDIDATES, decode_cpu_first(p.len_k))
         .into_iter()
         .map(DecodeChoice::Lanes)
         .filter(fits);
@@ -211,7 +211,7 @@ mod tests {
                 );
             }
         }
-        for c in DECODE_CPU_FIRST {
+        for c in DECODE_CPU_FIRST.iter().chain(DECODE_CPU_SHORT_FIRST) {
             assert!(
                 DECODE_CANDIDATES.contains(c),
                 "{c:?} is not a decode candidate"
