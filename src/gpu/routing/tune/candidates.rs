@@ -154,6 +154,57 @@ pub(super) const FUSED_CPU_FIRST: &[FusedConfig] = &[
     lanes(8, 8),
 ];
 
+/// [`FUSED_CPU_FIRST`] for short problems (queries and keys in the class of at most
+/// [`SHORT_KEYS`]), the row kernel first: the tiled kernel's workgroups of 128
+/// invocations, with a barrier per tile, cost lavapipe about as much for 8 rows as for 64.
+/// Measured with `bench --path fused` on the Xeon host (Mesa 22.3.6), the tiled shape
+/// against these: (32, 12, 8, 8, 32) 33 ms against 7.5 (64 rows of one query a
+/// workgroup, 16 keys a tile) and 13.5 (16 invocations of four rows, 32 keys); (1, 9, 12,
+/// 12, 64) causal over 3 K/V heads 0.61 against 0.34 and 0.34.
+pub(super) const FUSED_CPU_TINY_FIRST: &[FusedConfig] = &[
+    fused(64, 1, 16),
+    fused(16, 4, 32),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+    fused(32, 4, 16),
+    lanes(8, 4),
+    lanes(8, 8),
+];
+
+/// As [`FUSED_CPU_TINY_FIRST`], for the next length class (up to [`SHORT_KEYS`]): 16
+/// invocations of four rows first, which the same bench times at (32, 12, 32, 32, 32)
+/// 19.6 ms against the tiled shape's 32.3, (16, 12, 64, 64, 32) 18.8 against 27.2,
+/// (1, 12, 128, 128, 32) 4.6 against 6.4 and (1, 8, 200, 200, 64) 20.6 against 22.2.
+/// It compiles slower (MiniLM's first `model attention` with an empty shader cache 4.0 s
+/// against 2.05), so longer problems, whose times the two shapes share, keep the tiled
+/// one.
+pub(super) const FUSED_CPU_SHORT_FIRST: &[FusedConfig] = &[
+    fused(16, 4, 32),
+    tiled(8, 8, false, true),
+    tiled(8, 4, false, true),
+    tiled(4, 4, false, true),
+    fused(32, 4, 16),
+    lanes(8, 4),
+    lanes(8, 8),
+];
+
+/// The untuned CPU order for a problem of `len_q` queries and `len_k` keys, by the
+/// longer's length class, so that every problem of a tuning class takes the same order.
+pub(super) fn fused_cpu_first(len_q: usize, len_k: usize) -> &'static [FusedConfig] {
+    let class = bucket(len_q).max(bucket(len_k));
+    if class <= bucket(TINY_KEYS) {
+        FUSED_CPU_TINY_FIRST
+    } else if class <= bucket(SHORT_KEYS) {
+        FUSED_CPU_SHORT_FIRST
+    } else {
+        FUSED_CPU_FIRST
+    }
+}
+
+/// The top of the shortest length class.
+const TINY_KEYS: usize = 16;
+
 /// When tuning: the lanes kernel first (4 rows per invocation, the quicker to compile,
 /// then 8 and 16), then [`FUSED_CPU_FIRST`]. It is several times the others' speed on
 /// lavapipe, but its unrolled source takes the driver about 11 s (4 rows per invocation)
@@ -179,7 +230,7 @@ pub(super) const DECODE_CPU_FIRST: &[DecodeCandidate] = &[
     decode(32, 1, true, true, 64),
     decode(64, 1, true, false, 64),
 ];
-/// [`DECODE_CPU_FIRST`] for short caches (at most [`SHORT_CACHE_KEYS`] keys): workgroups
+/// [`DECODE_CPU_FIRST`] for short caches (at most [`SHORT_KEYS`] keys): workgroups
 /// of 16 invocations, then 32 (16 fit where D is at most 64). Such a cache is one key
 /// range a row, which one workgroup walks tile by tile; lavapipe runs a workgroup's
 /// invocations eight at a time and switches between those groups at every barrier, so
@@ -194,13 +245,14 @@ pub(super) const DECODE_CPU_SHORT_FIRST: &[DecodeCandidate] = &[
     decode(64, 1, true, false, 64),
 ];
 
-/// The longest cache [`DECODE_CPU_SHORT_FIRST`] is for: the top of a length class, so
-/// that every problem of a tuning class prefers the same list.
-pub(super) const SHORT_CACHE_KEYS: usize = 256;
+/// The longest keys [`DECODE_CPU_SHORT_FIRST`] and [`FUSED_CPU_SHORT_FIRST`] are for:
+/// the top of a length class, so that every problem of a tuning class prefers the same
+/// list.
+pub(super) const SHORT_KEYS: usize = 256;
 
 /// The decode candidates a CPU adapter prefers for `len_k` keys.
 pub(super) fn decode_cpu_first(len_k: usize) -> &'static [DecodeCandidate] {
-    if bucket(len_k) <= bucket(SHORT_CACHE_KEYS) {
+    if bucket(len_k) <= bucket(SHORT_KEYS) {
         DECODE_CPU_SHORT_FIRST
     } else {
         DECODE_CPU_FIRST

@@ -28,7 +28,7 @@ use crate::gpu::kernels::decode_subgroup::DecodeChoice;
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::fused::FusedConfig;
 use crate::gpu::routing::tune::candidates::{
-    decode_cpu_first, ordered, Candidate, DECODE_CANDIDATES, FUSED_CANDIDATES, FUSED_CPU_FIRST,
+    decode_cpu_first, fused_cpu_first, ordered, Candidate, DECODE_CANDIDATES, FUSED_CANDIDATES,
     FUSED_CPU_TUNING_FIRST, OTHER_DECODE_TIMED, SUBGROUP_DECODE_CANDIDATES,
     SUBGROUP_DECODE_CPU_FIRST, TIMED,
 };
@@ -52,7 +52,7 @@ pub(crate) async fn fused_config(ctx: &GpuContext, p: &Problem, elem: Elem) -> R
     let cpu_first = if ctx.autotune() {
         FUSED_CPU_TUNING_FIRST
     } else {
-        FUSED_CPU_FIRST
+        fused_cpu_first(p.len_q, p.len_k)
     };
     let all: Vec<FusedConfig> = ordered(ctx, FUSED_CANDIDATES, cpu_first)
         .into_iter()
@@ -203,7 +203,12 @@ mod tests {
     /// a change to the table would silently drop it from the adapter's order.
     #[test]
     fn cpu_preferences_name_candidates() {
-        for list in [FUSED_CPU_FIRST, FUSED_CPU_TUNING_FIRST] {
+        for list in [
+            FUSED_CPU_FIRST,
+            FUSED_CPU_TINY_FIRST,
+            FUSED_CPU_SHORT_FIRST,
+            FUSED_CPU_TUNING_FIRST,
+        ] {
             for c in list {
                 assert!(
                     FUSED_CANDIDATES.contains(c),
@@ -224,9 +229,11 @@ mod tests {
             );
         }
         // Untuned calls never start with the slow-compiling lanes kernel.
-        assert!(!FUSED_CPU_FIRST[..FUSED_CPU_FIRST.len() - 2]
-            .iter()
-            .any(|c| matches!(c.kind, FusedKind::Lanes(_))));
+        for list in [FUSED_CPU_FIRST, FUSED_CPU_TINY_FIRST, FUSED_CPU_SHORT_FIRST] {
+            assert!(!list[..list.len() - 2]
+                .iter()
+                .any(|c| matches!(c.kind, FusedKind::Lanes(_))));
+        }
     }
 
     /// The problem every fused candidate runs in the tests below.
