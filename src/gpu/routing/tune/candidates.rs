@@ -154,8 +154,8 @@ pub(super) const FUSED_CPU_FIRST: &[FusedConfig] = &[
     lanes(8, 8),
 ];
 
-/// [`FUSED_CPU_FIRST`] for short problems (queries and keys in the class of at most
-/// [`SHORT_KEYS`]), the row kernel first: the tiled kernel's workgroups of 128
+/// [`FUSED_CPU_FIRST`] for tiny problems (queries and keys in the class of at most
+/// [`TINY_KEYS`]), the row kernel first: the tiled kernel's workgroups of 128
 /// invocations, with a barrier per tile, cost lavapipe about as much for 8 rows as for 64.
 /// Measured with `bench --path fused` on the Xeon host (Mesa 22.3.6), the tiled shape
 /// against these: (32, 12, 8, 8, 32) 33 ms against 7.5 (64 rows of one query a
@@ -230,6 +230,7 @@ pub(super) const DECODE_CPU_FIRST: &[DecodeCandidate] = &[
     decode(32, 1, true, true, 64),
     decode(64, 1, true, false, 64),
 ];
+
 /// [`DECODE_CPU_FIRST`] for short caches (at most [`SHORT_KEYS`] keys): workgroups
 /// of 16 invocations, then 32 (16 fit where D is at most 64). Such a cache is one key
 /// range a row, which one workgroup walks tile by tile; lavapipe runs a workgroup's
@@ -258,6 +259,7 @@ pub(super) fn decode_cpu_first(len_k: usize) -> &'static [DecodeCandidate] {
         DECODE_CPU_FIRST
     }
 }
+
 /// CPU adapters have few cores to fill: few key ranges.
 pub(super) const SUBGROUP_DECODE_CPU_FIRST: &[SubgroupDecodeCandidate] =
     &[subgroup(64, 8, 64), subgroup(64, 4, 64)];
