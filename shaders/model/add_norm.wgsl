@@ -28,7 +28,7 @@ struct AddNorm {
 
 const WG: u32 = 32u;
 
-var<workgroup> partial: array<f32, 32>;
+var<workgroup> partial: array<f32, WG>;
 
 fn value(row: u32, c: u32) -> f32 {
     let i = row * params.cols + c;
@@ -54,7 +54,7 @@ fn workgroup_sum(lid: u32, v: f32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(32)
+@compute @workgroup_size(WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
