@@ -2,8 +2,9 @@
 // embedding gather. The including kernel declares the weights `w` (the tensor's bytes as
 // stored in the file, read as little-endian u32 words, padded by one word so a read of
 // four bytes at the last even offset stays inside), the override constant KIND (the ggml
-// type number) and the function `take(v, k)`, which receives the dequantized elements
-// k..k+4 of the current row four at a time. Values are dequantized in registers with the
+// type number, or Q8_0_PLANES), the function `take(v, k)`, which receives the
+// dequantized elements k..k+4 of the current row four at a time, and `plane_rows()`, the
+// rows of a table in planes. Values are dequantized in registers with the
 // formulas of ggml-quants.c; nothing dequantized is ever stored by these functions.
 
 // Four bytes at byte offset o (o even): one word, or the halves of two.
@@ -59,6 +60,31 @@ fn bytes_i(q: u32) -> vec4<f32> {
     return vec4<f32>(s >> vec4<u32>(24u));
 }
 
+// KIND of Q8_0 kept in planes (QuantMatrix's `planes`): every block's 32 quant bytes in
+// row order (row r at r * row_bytes, 32 bytes a block), then the f16 scales block by
+// block, the rows rounded up to 8 (block b of row r at (b * rows8 + r) * 2 past the
+// quants). Must match KIND_Q8_0_PLANES in src/model/ops/quant_matrix.rs.
+const Q8_0_PLANES: u32 = 108u;
+
+// Rows of a table in planes, rounded up to 8: the scale plane's rows per block.
+fn plane_rows8() -> u32 {
+    return (plane_rows() + 7u) & ~7u;
+}
+
+// Byte offset of the scale of the block in planes whose quants start at byte o.
+fn plane_scale_at(o: u32) -> u32 {
+    let r = o / p.row_bytes;
+    let b = (o % p.row_bytes) / 32u;
+    return plane_rows() * p.row_bytes + (b * plane_rows8() + r) * 2u;
+}
+
+fn q8_0_planes_block(o: u32, k0: u32) {
+    let d = half_at(plane_scale_at(o));
+    for (var i = 0u; i < 8u; i++) {
+        take(d * bytes_i(w[(o >> 2u) + i]), k0 + 4u * i);
+    }
+}
+
 // (elements, bytes) of one block of KIND. F32 and F16 are read four elements at a time.
 fn block_shape() -> vec2<u32> {
     var shape = vec2<u32>(4u, 16u);
@@ -67,6 +93,7 @@ fn block_shape() -> vec2<u32> {
         case 2u: { shape = vec2<u32>(32u, 18u); }
         case 3u: { shape = vec2<u32>(32u, 20u); }
         case 8u: { shape = vec2<u32>(32u, 34u); }
+        case Q8_0_PLANES: { shape = vec2<u32>(32u, 32u); }
         case 12u: { shape = vec2<u32>(256u, 144u); }
         case 14u: { shape = vec2<u32>(256u, 210u); }
         default: {}
@@ -178,6 +205,7 @@ fn decode_block(o: u32, k0: u32) {
         case 2u: { q4_0_block(o, k0); }
         case 3u: { q4_1_block(o, k0); }
         case 8u: { q8_0_block(o, k0); }
+        case Q8_0_PLANES: { q8_0_planes_block(o, k0); }
         case 12u: { q4_k_block(o, k0); }
         case 14u: { q6_k_block(o, k0); }
         default: { f32_block(o, k0); }

@@ -118,6 +118,22 @@ fn q8_0_block4(o: vec4<u32>, k0: u32) {
     }
 }
 
+// Q8_0 in planes (Q8_0_PLANES in quant_blocks.wgsl): each row's scale from the scale
+// plane, its quants the eight words at byte o.
+fn q8_0_planes_block4(o: vec4<u32>, k0: u32) {
+    let d = vec4<f32>(
+        half_at(plane_scale_at(o.x)),
+        half_at(plane_scale_at(o.y)),
+        half_at(plane_scale_at(o.z)),
+        half_at(plane_scale_at(o.w)),
+    );
+    let a = o >> vec4<u32>(2u);
+    for (var i = 0u; i < 8u; i++) {
+        let q = w4(a + vec4<u32>(i));
+        take4(d.x * bytes_i(q.x), d.y * bytes_i(q.y), d.z * bytes_i(q.z), d.w * bytes_i(q.w), k0 + 4u * i);
+    }
+}
+
 // (d sc, dmin m) of sub-blocks 2c and 2c + 1 of a Q4_K block whose first word is b.
 fn q4k_coeffs(b: u32, c: u32) -> vec4<f32> {
     let dd = halves(w[b]);
@@ -204,6 +220,7 @@ fn decode_block4(o: vec4<u32>, k0: u32) {
         case 2u: { q4_0_block4(o, k0); }
         case 3u: { q4_1_block4(o, k0); }
         case 8u: { q8_0_block4(o, k0); }
+        case Q8_0_PLANES: { q8_0_planes_block4(o, k0); }
         case 12u: { q4_k_block4(o, k0); }
         case 14u: { q6_k_block4(o, k0); }
         default: { f32_block4(o, k0); }

@@ -19,6 +19,11 @@ override KIND: u32 = 0u;
 
 var<private> base: u32;
 
+// The table's rows, for a table in planes (quant_blocks.wgsl's Q8_0_PLANES).
+fn plane_rows() -> u32 {
+    return p.vocab;
+}
+
 fn take(v: vec4<f32>, k: u32) {
     let i = base + k;
     out[i] = v.x;

@@ -112,6 +112,8 @@ var<private> acc2: vec4<f32>;
 var<private> acc3: vec4<f32>;
 // NORM: the sums of squares of the tile's rows 0, 1, 2 and 3.
 var<private> ss: vec4<f32>;
+// The first of the invocation's columns (W rows), as `sums` reads it.
+var<private> col: u32;
 
 // Elements i..i+4 of x (i a multiple of 4 with XU: rows are whole vec4s).
 fn xv(i: u32) -> vec4<f32> {
@@ -129,6 +131,11 @@ fn nv(k: u32) -> vec4<f32> {
         return nu.v[k >> 2u];
     }
     return vec4<f32>(nw[k], nw[k + 1u], nw[k + 2u], nw[k + 3u]);
+}
+
+// W's rows, for a table in planes (quant_blocks.wgsl's Q8_0_PLANES).
+fn plane_rows() -> u32 {
+    return p.cols;
 }
 
 // Required by quant_blocks.wgsl's one-row decoders, which this kernel does not call
@@ -298,6 +305,7 @@ fn sums(m0: u32, c: u32, first: u32, step: u32) {
     let blocks = p.inner / shape.x;
     let lc = p.cols - 1u;
     let cs = min(vec4<u32>(c, c + 1u, c + 2u, c + 3u), vec4<u32>(lc));
+    col = cs.x;
     let rows = vec4<u32>(row_at(cs.x), row_at(cs.y), row_at(cs.z), row_at(cs.w));
     for (var b = first; b < blocks; b += step) {
         block4(rows + vec4<u32>(b * shape.y), b * shape.x);

@@ -29,7 +29,7 @@ struct XBlock {
 // Whether this pipeline stages x through the subgroup (otherwise it decodes as the
 // plain entry does).
 fn staged() -> bool {
-    return XU && ROWS == 1u && (KIND == 2u || KIND == 3u || KIND == 8u);
+    return XU && ROWS == 1u && (KIND == 2u || KIND == 3u || KIND == 8u || KIND == Q8_0_PLANES);
 }
 
 // Elements k0 .. k0 + 32 of x, one chunk loaded by each of the first eight lanes.
@@ -126,8 +126,7 @@ fn q4_1_staged(o: vec4<u32>, x: XBlock) {
 // q8_0_block4) against x: one unscaled sum a row (the block's scale is applied once to
 // the block's sums, as for Q4_0 and Q4_1).
 fn q8_0_word(prev: vec4<u32>, next: vec4<u32>, mid: vec4<bool>, x: vec4<f32>) -> vec4<f32> {
-    let q = q8_0_quants(prev, next, mid);
-    return vec4<f32>(dot(bytes_i(q.x), x), dot(bytes_i(q.y), x), dot(bytes_i(q.z), x), dot(bytes_i(q.w), x));
+    return quant_dots(q8_0_quants(prev, next, mid), x);
 }
 
 // Words a .. a + 8 of W: a Q8_0 block and the word it ends in (`lo` 0 .. 3, `hi` 4 .. 7).
@@ -201,6 +200,47 @@ fn q8_0_staged(o: vec4<u32>, x: XBlock) {
     acc += d * n;
 }
 
+// Q8_0 in planes (Q8_0_PLANES): each row's quants are two aligned four-word loads, and
+// one load holds the scales of eight consecutive rows, where a block as the file stores
+// it straddles three. The four rows are consecutive, c0 .. c0 + 4 with c0 a multiple of
+// four (`product`'s columns, `col`); for a lane past the last column, which repeats the
+// last row's loads, the scales read are some others', and its sums are dropped. Block b
+// starts at element k0 = 32 b.
+fn q8_0_planes_staged(o: vec4<u32>, k0: u32, x: XBlock) {
+    let at = ((k0 >> 5u) * plane_rows8() + col) * 2u;
+    let sv = wq((p.cols * p.row_bytes + at) >> 4u);
+    let sw = select(sv.xy, sv.zw, (at & 8u) != 0u);
+    let d = vec4<f32>(halves(sw.x), halves(sw.y));
+    // Words 0 .. 3 (lo) and 4 .. 7 (hi) of each row's quants.
+    let a = o >> vec4<u32>(4u);
+    let lo0 = wq(a.x);
+    let hi0 = wq(a.x + 1u);
+    let lo1 = wq(a.y);
+    let hi1 = wq(a.y + 1u);
+    let lo2 = wq(a.z);
+    let hi2 = wq(a.z + 1u);
+    let lo3 = wq(a.w);
+    let hi3 = wq(a.w + 1u);
+    let w0 = vec4<u32>(lo0.x, lo1.x, lo2.x, lo3.x);
+    let w1 = vec4<u32>(lo0.y, lo1.y, lo2.y, lo3.y);
+    let w2 = vec4<u32>(lo0.z, lo1.z, lo2.z, lo3.z);
+    let w3 = vec4<u32>(lo0.w, lo1.w, lo2.w, lo3.w);
+    let w4_ = vec4<u32>(hi0.x, hi1.x, hi2.x, hi3.x);
+    let w5 = vec4<u32>(hi0.y, hi1.y, hi2.y, hi3.y);
+    let w6 = vec4<u32>(hi0.z, hi1.z, hi2.z, hi3.z);
+    let w7 = vec4<u32>(hi0.w, hi1.w, hi2.w, hi3.w);
+    let n = (quant_dots(w0, x.x0) + quant_dots(w1, x.x1))
+        + (quant_dots(w2, x.x2) + quant_dots(w3, x.x3))
+        + ((quant_dots(w4_, x.x4) + quant_dots(w5, x.x5))
+        + (quant_dots(w6, x.x6) + quant_dots(w7, x.x7)));
+    acc += d * n;
+}
+
+// Quant word q of four Q8_0 rows (lanes of q) against x: one unscaled sum a row.
+fn quant_dots(q: vec4<u32>, x: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(bytes_i(q.x), x), dot(bytes_i(q.y), x), dot(bytes_i(q.z), x), dot(bytes_i(q.w), x));
+}
+
 fn block4(o: vec4<u32>, k0: u32) {
     if (!staged()) {
         decode_block4(o, k0);
@@ -213,6 +253,9 @@ fn block4(o: vec4<u32>, k0: u32) {
         }
         case 3u: {
             q4_1_staged(o, x);
+        }
+        case Q8_0_PLANES: {
+            q8_0_planes_staged(o, k0, x);
         }
         default: {
             q8_0_staged(o, x);

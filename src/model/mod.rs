@@ -24,8 +24,9 @@ pub use files::sha256_hex;
 pub use locate::{model_cache_dir, resolve_model_path};
 #[doc(hidden)]
 pub use ops::{
-    force_pages_for_tests, force_split_products_for_tests, quant_embed_probe,
-    quant_matmul_paged_probe, quant_matmul_probe, QuantEntry,
+    force_pages_for_tests, force_split_products_for_tests, quant_embed_planes_probe,
+    quant_embed_probe, quant_matmul_paged_probe, quant_matmul_planes_probe, quant_matmul_probe,
+    QuantEntry,
 };
 pub use stages::StageTimes;
 pub use tokens::{words, Token, Word, CONTINUATION_MARK, NEWLINE_MARK, SPACE_MARK, TAB_MARK};

@@ -32,8 +32,9 @@ pub(crate) use glue::{
 pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]
 pub use probe::{
-    force_pages_for_tests, force_split_products_for_tests, quant_embed_probe,
-    quant_matmul_paged_probe, quant_matmul_probe, QuantEntry,
+    force_pages_for_tests, force_split_products_for_tests, quant_embed_planes_probe,
+    quant_embed_probe, quant_matmul_paged_probe, quant_matmul_planes_probe, quant_matmul_probe,
+    QuantEntry,
 };
 pub(crate) use quant_embed::QuantEmbedKernel;
 pub(crate) use quant_matmul::{
@@ -69,13 +70,28 @@ fn shape_error(what: &'static str, arg: &str, t: &GpuTensor, need: usize) -> Att
 /// Constants a model kernel's WGSL and its launcher both declare: (kernel, source, WGSL
 /// name, the launcher's value), for the kernel table's reflection test.
 #[cfg(test)]
-pub(crate) fn shared_constants() -> [(&'static str, &'static str, &'static str, u64); 1] {
-    [(
-        "model_quant_matmul_paged",
-        source::QUANT_MATMUL_PAGED,
-        "PAGES",
-        quant_matrix::PAGES as u64,
-    )]
+pub(crate) fn shared_constants() -> [(&'static str, &'static str, &'static str, u64); 3] {
+    let planes = u64::from(quant_matrix::KIND_Q8_0_PLANES);
+    [
+        (
+            "model_quant_matmul_paged",
+            source::QUANT_MATMUL_PAGED,
+            "PAGES",
+            quant_matrix::PAGES as u64,
+        ),
+        (
+            "model_quant_matmul_subgroups",
+            source::QUANT_MATMUL_SUBGROUPS,
+            "Q8_0_PLANES",
+            planes,
+        ),
+        (
+            "model_quant_embed",
+            source::QUANT_EMBED,
+            "Q8_0_PLANES",
+            planes,
+        ),
+    ]
 }
 
 /// Every model kernel's spec, for the crate's kernel table.

@@ -74,6 +74,22 @@ pub async fn quant_matmul_paged_probe(
     quant_matmul_on(ctx, entry, &w, (x, rows)).await
 }
 
+/// [`quant_matmul_probe`] for Q8_0 with W in planes, as a model keeps its Q8_0 logits
+/// head on lavapipe (QuantMatrix's `planes`), on any adapter and entry.
+///
+/// # Errors
+/// As [`quant_matmul_probe`]; `Unsupported` for a type other than Q8_0.
+#[doc(hidden)]
+pub async fn quant_matmul_planes_probe(
+    ctx: &GpuContext,
+    entry: QuantEntry,
+    (n, k): (usize, usize),
+    (w, x, rows): (&[u8], &[f32], usize),
+) -> Result<Vec<f32>, ModelError> {
+    let w = QuantMatrix::upload_planes(ctx, "probe weights", GgmlType::Q8_0, (n, k), w)?;
+    quant_matmul_on(ctx, entry, &w, (x, rows)).await
+}
+
 async fn quant_matmul_on(
     ctx: &GpuContext,
     entry: QuantEntry,
@@ -90,7 +106,7 @@ async fn quant_matmul_on(
         QuantEntry::Plain => (false, false),
         QuantEntry::Split => (false, true),
     };
-    let kernel = QuantMatmulKernel::prepare_plain(ctx, &[w.ty], subgroups, split).await?;
+    let kernel = QuantMatmulKernel::prepare_plain(ctx, &[w.kind()], subgroups, split).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     let call = QuantMatmul::plain((&x, 0, rows), w, &y, OutLayout::rows(rows, n));
     kernel.record(ctx, &mut Recorder::new(&mut enc), &call)?;
@@ -127,15 +143,39 @@ pub async fn quant_embed_probe(
     ids: &[u32],
 ) -> Result<Vec<f32>, ModelError> {
     let table = QuantMatrix::upload(ctx, "probe table", ty, (vocab, k), table)?;
+    quant_embed_on(ctx, &table, ids).await
+}
+
+/// [`quant_embed_probe`] for a Q8_0 table in planes (QuantMatrix's `planes`).
+///
+/// # Errors
+/// As [`quant_embed_probe`].
+#[doc(hidden)]
+pub async fn quant_embed_planes_probe(
+    ctx: &GpuContext,
+    (vocab, k): (usize, usize),
+    table: &[u8],
+    ids: &[u32],
+) -> Result<Vec<f32>, ModelError> {
+    let table = QuantMatrix::upload_planes(ctx, "probe table", GgmlType::Q8_0, (vocab, k), table)?;
+    quant_embed_on(ctx, &table, ids).await
+}
+
+async fn quant_embed_on(
+    ctx: &GpuContext,
+    table: &QuantMatrix,
+    ids: &[u32],
+) -> Result<Vec<f32>, ModelError> {
+    let k = table.cols;
     let out = nan_tensor(ctx, &[ids.len(), k])?;
     let ids_buffer = upload_ids(ctx, ids)?;
-    let kernel = QuantEmbedKernel::prepare(ctx, &table).await?;
+    let kernel = QuantEmbedKernel::prepare(ctx, table).await?;
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     kernel.record(
         ctx,
         &mut Recorder::new(&mut enc),
         (&ids_buffer, ids.len()),
-        &table,
+        table,
         &out,
     )?;
     submit(ctx, enc, "quant embed probe").await?;

@@ -46,7 +46,8 @@ fn params_uniform() -> UniformLayout {
 /// The gather, built for one table's type.
 pub(crate) struct QuantEmbedKernel {
     pipe: Arc<KernelPipeline>,
-    ty: crate::model::llama::quant::GgmlType,
+    /// The table's [`QuantMatrix::kind`].
+    kind: u32,
 }
 
 impl QuantEmbedKernel {
@@ -55,10 +56,10 @@ impl QuantEmbedKernel {
     /// # Errors
     /// A device error building the pipeline.
     pub(crate) async fn prepare(ctx: &GpuContext, table: &QuantMatrix) -> Result<Self> {
-        let constants = [("KIND", f64::from(table.ty.0))];
+        let constants = [("KIND", f64::from(table.kind()))];
         Ok(Self {
             pipe: pipeline_with(ctx, &SPEC, &constants).await?,
-            ty: table.ty,
+            kind: table.kind(),
         })
     }
 
@@ -79,7 +80,7 @@ impl QuantEmbedKernel {
         if out.len() < need {
             return Err(shape_error("embeddings", "out", out, need));
         }
-        if ids.size() < rows as u64 * 4 || rows == 0 || table.ty != self.ty {
+        if ids.size() < rows as u64 * 4 || rows == 0 || table.kind() != self.kind {
             return Err(AttentionError::shape(
                 "embeddings",
                 format!("{rows} ids in a buffer of {} bytes", ids.size()),

@@ -13,6 +13,10 @@ pub(crate) const PAGES: usize = 12;
 /// Bytes of a page's uniform binding (`Page` in quant_matmul_paged.wgsl).
 pub(crate) const PAGE_BYTES: usize = 65536;
 
+/// The kernels' `KIND` for a Q8_0 matrix in [planes](QuantMatrix::planes) (`Q8_0_PLANES`
+/// in quant_blocks.wgsl; not a ggml type id).
+pub(crate) const KIND_Q8_0_PLANES: u32 = 108;
+
 /// The types the quantized kernels decode, with (elements, bytes) per block as the
 /// kernels read them (F32 and F16 four elements at a time).
 pub(crate) fn kernel_block(ty: GgmlType) -> Option<(usize, usize)> {
@@ -38,6 +42,16 @@ pub(crate) struct QuantMatrix {
     pub(crate) cols: usize,
     pub(crate) row_bytes: usize,
     pub(crate) pages: Option<Pages>,
+    /// Q8_0 with each block's 32 quant bytes and its f16 scale in two planes: first
+    /// every row's quants (row r at `r * row_bytes`, `row_bytes` = 32 a block, so every
+    /// block's quants are two aligned four-word loads), then the scales block by block,
+    /// `rows` rounded up to 8 per block (block b of row r at `(b * rows8 + r) * 2` past
+    /// the quants), so that one four-word load holds the scales of eight consecutive
+    /// rows. The same bytes as the file's 34-byte blocks, but for the rounding. On
+    /// lavapipe a storage load costs the same whatever its width, and a file block
+    /// straddles three aligned four-word loads: SmolLM2's logits head (49,152 Q8_0
+    /// rows) took a sixth of a decoding step that way.
+    pub(crate) planes: bool,
 }
 
 /// W's rows in pages a uniform binding can hold, for the quantized matmul's paged entry
@@ -104,6 +118,15 @@ impl Pages {
 }
 
 impl QuantMatrix {
+    /// The kernels' `KIND` for this matrix: its ggml type id, or [`KIND_Q8_0_PLANES`].
+    pub(crate) fn kind(&self) -> u32 {
+        if self.planes {
+            KIND_Q8_0_PLANES
+        } else {
+            self.ty.0
+        }
+    }
+
     /// Uploads `bytes`, `rows` rows of `cols` elements of type `ty`.
     ///
     /// # Errors
@@ -143,6 +166,49 @@ impl QuantMatrix {
             None => Layout::PagedIfSmall,
         };
         Self::upload_laid_out(ctx, label, ty, shape, bytes, layout)
+    }
+
+    /// [`QuantMatrix::upload`] for an embedding table or a logits head, which only the
+    /// embedding gather and one-row products read: Q8_0 in
+    /// [planes](QuantMatrix::planes) where one-row products take the subgroup entry
+    /// (lavapipe), else rows as stored.
+    ///
+    /// # Errors
+    /// As [`QuantMatrix::upload`].
+    pub(crate) fn upload_table(
+        ctx: &GpuContext,
+        label: &str,
+        ty: GgmlType,
+        shape: (usize, usize),
+        bytes: &[u8],
+    ) -> Result<Self> {
+        let layout = if planes_serve(ctx, ty) {
+            Layout::Planes
+        } else {
+            Layout::Rows
+        };
+        Self::upload_laid_out(ctx, label, ty, shape, bytes, layout)
+    }
+
+    /// Q8_0 `bytes` uploaded in [planes](QuantMatrix::planes) on any adapter (the tests
+    /// of every entry).
+    ///
+    /// # Errors
+    /// As [`QuantMatrix::upload`]; [`AttentionError::Unsupported`] for another type.
+    pub(crate) fn upload_planes(
+        ctx: &GpuContext,
+        label: &str,
+        ty: GgmlType,
+        shape: (usize, usize),
+        bytes: &[u8],
+    ) -> Result<Self> {
+        if ty != GgmlType::Q8_0 {
+            return Err(AttentionError::Unsupported(format!(
+                "{label}: only Q8_0 is kept in planes, not {}",
+                ty.name()
+            )));
+        }
+        Self::upload_laid_out(ctx, label, ty, shape, bytes, Layout::Planes)
     }
 
     /// [`QuantMatrix::upload`] in [`Pages`] of at most `max_rows` rows whatever the
@@ -198,9 +264,23 @@ impl QuantMatrix {
                 detail: format!("{label}: {} bytes exceed 32-bit offsets", bytes.len()),
             });
         }
+        if matches!(layout, Layout::Planes) {
+            let planes = planes_of(bytes, rows, cols / per);
+            if u32::try_from(planes.len() + 16).is_err() {
+                return Err(AttentionError::TooLarge {
+                    arg: "weights",
+                    detail: format!("{label}: {} bytes exceed 32-bit offsets", planes.len()),
+                });
+            }
+            let buffer = upload_words(ctx, label, &planes, wgpu::BufferUsages::STORAGE)?;
+            return Ok(Self {
+                planes: true,
+                ..Self::rows(buffer, ty, (rows, cols), cols / per * 32)
+            });
+        }
         let align = ctx.limits.min_uniform_buffer_offset_alignment as usize;
         let pages = match layout {
-            Layout::Rows => None,
+            Layout::Rows | Layout::Planes => None,
             Layout::Paged(max_rows) => Pages::plan(rows, row_bytes, align, max_rows),
             Layout::PagedIfSmall => Pages::plan(rows, row_bytes, align, usize::MAX)
                 .filter(|p| p.bytes() <= bytes.len() + bytes.len() / 4),
@@ -234,6 +314,7 @@ impl QuantMatrix {
             cols,
             row_bytes,
             pages: None,
+            planes: false,
         }
     }
 
@@ -262,6 +343,31 @@ enum Layout {
     Paged(usize),
     /// In [`Pages`] where they take at most a quarter more memory.
     PagedIfSmall,
+    /// Q8_0 in [planes](QuantMatrix::planes).
+    Planes,
+}
+
+/// Q8_0 `bytes` (`rows` rows of `blocks` 34-byte blocks) rearranged into
+/// [planes](QuantMatrix::planes): every block's 32 quant bytes in row order, then the
+/// f16 scales block by block with `rows` rounded up to 8 (the rest zeros).
+fn planes_of(bytes: &[u8], rows: usize, blocks: usize) -> Vec<u8> {
+    let rows8 = rows.next_multiple_of(8);
+    let quants = rows * blocks * 32;
+    let mut out = vec![0u8; quants + rows8 * blocks * 2];
+    for (n, block) in bytes.chunks_exact(34).enumerate() {
+        let (r, b) = (n / blocks, n % blocks);
+        out[n * 32..n * 32 + 32].copy_from_slice(&block[2..]);
+        let at = quants + (b * rows8 + r) * 2;
+        out[at..at + 2].copy_from_slice(&block[..2]);
+    }
+    out
+}
+
+/// Whether a Q8_0 table on `ctx` is kept in [planes](QuantMatrix::planes): where one-row
+/// products take the subgroup entry (a CPU driver's 8-lane subgroups), which reads them
+/// in four-word loads.
+pub(crate) fn planes_serve(ctx: &GpuContext, ty: GgmlType) -> bool {
+    ty == GgmlType::Q8_0 && lanes_adapter(ctx) && !split_products(ctx)
 }
 
 /// Whether products of type `ty` on `ctx` take the paged entry: Q4_1 or Q4_0 on a CPU

@@ -7,7 +7,8 @@
 use half::f16;
 use wgpu_attention::model::llama::quant::{dequantize, GgmlType};
 use wgpu_attention::model::{
-    quant_embed_probe, quant_matmul_paged_probe, quant_matmul_probe, QuantEntry,
+    quant_embed_planes_probe, quant_embed_probe, quant_matmul_paged_probe,
+    quant_matmul_planes_probe, quant_matmul_probe, QuantEntry,
 };
 
 use crate::common::{ctx, Rng};
@@ -217,16 +218,69 @@ fn paged_weights_give_the_dequantized_product_on_every_entry() {
     assert!(paged >= 3 * 9 * 3, "{paged} paged products checked");
 }
 
+/// Q8_0 in planes (a model's Q8_0 logits head on lavapipe): every entry, at row counts
+/// that are not multiples of four or of the scale plane's eight (a lane past the last
+/// column reads other rows' scales and must store nothing), with one and several rows of
+/// x and K of one block to wider than the uniform copy of x.
+#[test]
+fn q8_0_in_planes_gives_the_dequantized_product_on_every_entry() {
+    let mut rng = Rng::new(23);
+    // (rows of x, K, N).
+    let shapes = [
+        (1, 32, 1),
+        (1, 32, 5),
+        (1, 96, 13),
+        (1, 288, 64),
+        (1, 64, 258),
+        (1, 576, 1000),
+        (2, 64, 63),
+        (17, 96, 9),
+        (1, 8192 + 256, 5),
+    ];
+    for (rows, k, n) in shapes {
+        let bytes = random_tensor(&mut rng, GgmlType::Q8_0, n, k);
+        let x: Vec<f32> = (0..rows * k).map(|_| rng.normal()).collect();
+        let w = dequantize(GgmlType::Q8_0, &bytes);
+        for (entry, name) in ENTRIES {
+            let got = pollster::block_on(quant_matmul_planes_probe(
+                ctx(),
+                entry,
+                (n, k),
+                (&bytes, &x, rows),
+            ))
+            .unwrap_or_else(|e| panic!("q8_0 in planes{name}: {e}"));
+            check(
+                &format!("q8_0 {rows}x{k} by {n} in planes{name}"),
+                &got,
+                &x,
+                &w,
+                (rows, n, k),
+            );
+        }
+    }
+}
+
 #[test]
 fn quantized_embedding_rows_are_the_dequantized_rows() {
     let mut rng = Rng::new(21);
-    for &(ty, per, _, _) in TYPES {
+    // Every type as stored, and Q8_0 in planes (a model's table on lavapipe), whose 37
+    // rows are not whole groups of the scale plane's eight.
+    let cases = TYPES
+        .iter()
+        .map(|&(ty, per, _, _)| (ty, per, false))
+        .chain([(GgmlType::Q8_0, 32, true)]);
+    for (ty, per, planes) in cases {
         let k = if per == 256 { 512 } else { 96 };
         let vocab = 37;
         let bytes = random_tensor(&mut rng, ty, vocab, k);
         let ids = [0u32, 36, 5, 5, 17];
-        let got = pollster::block_on(quant_embed_probe(ctx(), ty, (vocab, k), &bytes, &ids))
-            .unwrap_or_else(|e| panic!("{}: {e}", ty.name()));
+        let name = format!("{}{}", ty.name(), if planes { " in planes" } else { "" });
+        let got = if planes {
+            pollster::block_on(quant_embed_planes_probe(ctx(), (vocab, k), &bytes, &ids))
+        } else {
+            pollster::block_on(quant_embed_probe(ctx(), ty, (vocab, k), &bytes, &ids))
+        }
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
         let table = dequantize(ty, &bytes);
         for (r, &id) in ids.iter().enumerate() {
             let want = &table[id as usize * k..(id as usize + 1) * k];
@@ -235,10 +289,8 @@ fn quantized_embedding_rows_are_the_dequantized_rows() {
             let bound = 4.0 * f32::EPSILON * want.iter().fold(0.0f32, |a, v| a.max(v.abs()));
             if let Some(i) = (0..k).find(|&i| row[i].is_nan() || (row[i] - want[i]).abs() > bound) {
                 panic!(
-                    "{}: row {r} (id {id}) element {i} is {}, expected {}",
-                    ty.name(),
-                    row[i],
-                    want[i]
+                    "{name}: row {r} (id {id}) element {i} is {}, expected {}",
+                    row[i], want[i]
                 );
             }
         }

@@ -84,11 +84,12 @@ impl GpuLayer {
     }
 }
 
-/// A product's kernel variant: W's type, the variant, the width of x, W in pages.
-type Variant = (GgmlType, QuantVariant, usize, bool);
+/// A product's kernel variant: W's type, the variant, the width of x, W in pages, W in
+/// planes.
+type Variant = (GgmlType, QuantVariant, usize, bool, bool);
 
 fn variant(w: &QuantMatrix, var: QuantVariant) -> Variant {
-    (w.ty, var, w.cols, w.pages.is_some())
+    (w.ty, var, w.cols, w.pages.is_some(), w.planes)
 }
 
 /// Rows of `parts` (tensors of one type and width) one after another.
@@ -198,10 +199,11 @@ fn upload_matrix(ctx: &GpuContext, label: &str, t: &RawTensor) -> Result<QuantMa
     )?)
 }
 
-/// The token embedding or the logits head, rows as stored: the embedding gather reads
-/// the table, and the head can be the same tensor.
+/// The token embedding or the logits head, which only the embedding gather and one-row
+/// products read (the head can be the same tensor): Q8_0 in planes where the subgroup
+/// entry reads it, else rows as stored.
 fn upload_table(ctx: &GpuContext, label: &str, t: &RawTensor) -> Result<QuantMatrix, ModelError> {
-    Ok(QuantMatrix::upload(
+    Ok(QuantMatrix::upload_table(
         ctx,
         label,
         t.ty,
@@ -220,8 +222,9 @@ impl LlamaGpu {
     /// the decoding steps that follow, so that building their pipelines is part of the
     /// prompt's first pass rather than of the first generated token.
     pub(crate) fn products(&self, rows: usize) -> Vec<ProductShape> {
-        let shape = |(ty, var, inner, paged), rows| ProductShape {
+        let shape = |(ty, var, inner, paged, planes), rows| ProductShape {
             ty,
+            planes,
             var,
             rows,
             inner,

@@ -209,6 +209,8 @@ impl<'a> QuantMatmul<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ProductShape {
     pub ty: GgmlType,
+    /// W is Q8_0 in [planes](super::super::quant_matrix::QuantMatrix::planes).
+    pub planes: bool,
     pub var: QuantVariant,
     pub rows: usize,
     pub inner: usize,

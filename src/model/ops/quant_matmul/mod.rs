@@ -20,7 +20,7 @@ use super::glue::{
     lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_scratch,
     whole, KernelPipeline, Recorder,
 };
-use super::quant_matrix::{pages_serve, PAGES, PAGE_BYTES};
+use super::quant_matrix::{pages_serve, KIND_Q8_0_PLANES, PAGES, PAGE_BYTES};
 use super::{shape_error, u32_of};
 use crate::error::{AttentionError, Result};
 use crate::model::llama::quant::GgmlType;
@@ -37,8 +37,9 @@ use tile::{fits_paged_entry, tile_for, Entry, Tile, ALL_SPLIT_TILES, ALL_TILES};
 /// The kernel's pipelines for a set of weight types, variants and tiles, and the
 /// stand-ins bound where a variant reads or writes nothing.
 pub(crate) struct QuantMatmulKernel {
-    /// (type, variant, tile, the entry that runs it, pipeline).
-    pipes: Vec<(GgmlType, QuantVariant, Tile, Entry, Arc<KernelPipeline>)>,
+    /// (W's kind, [`QuantMatrix::kind`](super::QuantMatrix::kind), variant, tile, the
+    /// entry that runs it, pipeline).
+    pipes: Vec<(u32, QuantVariant, Tile, Entry, Arc<KernelPipeline>)>,
     unused_read: GpuTensor,
     unused_k: GpuTensor,
     unused_v: GpuTensor,
@@ -51,7 +52,8 @@ pub(crate) struct QuantMatmulKernel {
 }
 
 impl QuantMatmulKernel {
-    /// Builds (or finds cached) the plain pipelines for every type of `types` in every
+    /// Builds (or finds cached) the plain pipelines for every kind of W in `kinds`
+    /// ([`QuantMatrix::kind`](super::QuantMatrix::kind): a type, or Q8_0 in planes) in every
     /// tile [`tile_for`] gives with `split`: with it, the split entry's for few rows on
     /// any adapter (tests run it on CPU drivers); without, one-row products from the
     /// subgroup entry where `subgroups` and the adapter is a lanes adapter (tests run
@@ -61,22 +63,23 @@ impl QuantMatmulKernel {
     /// A device error building a pipeline.
     pub(crate) async fn prepare_plain(
         ctx: &GpuContext,
-        types: &[GgmlType],
+        kinds: &[u32],
         subgroups: bool,
         split: bool,
     ) -> Result<Self> {
         let tiles = if split { ALL_SPLIT_TILES } else { ALL_TILES };
         let subgroups = subgroups && lanes_adapter(ctx);
-        let tiled: Vec<_> = types
+        let tiled: Vec<_> = kinds
             .iter()
-            .flat_map(|&ty| {
+            .flat_map(|&kind| {
                 // With the subgroup entry, the paged entry too where W's type is paged.
-                let paged = (subgroups && !split && pages_serve(ctx, ty)).then_some(Tile::Paged);
+                let paged = (subgroups && !split && pages_serve(ctx, GgmlType(kind)))
+                    .then_some(Tile::Paged);
                 tiles
                     .iter()
                     .copied()
                     .chain(paged)
-                    .map(move |tile| (ty, QuantVariant::PLAIN, tile))
+                    .map(move |tile| (kind, QuantVariant::PLAIN, tile))
             })
             .collect();
         Self::build(ctx, &tiled, subgroups, split).await
@@ -103,7 +106,8 @@ impl QuantMatmulKernel {
                     }
                     tile => tile,
                 };
-                (w.ty, w.var, tile)
+                let kind = if w.planes { KIND_Q8_0_PLANES } else { w.ty.0 };
+                (kind, w.var, tile)
             })
             .collect();
         Self::build(ctx, &tiled, subgroups, split).await
@@ -113,20 +117,20 @@ impl QuantMatmulKernel {
     /// `split` says which tiles `wants` were chosen with.
     async fn build(
         ctx: &GpuContext,
-        wants: &[(GgmlType, QuantVariant, Tile)],
+        wants: &[(u32, QuantVariant, Tile)],
         subgroups: bool,
         split: bool,
     ) -> Result<Self> {
         let mut pipes = Vec::new();
-        for &(ty, var, tile) in wants {
+        for &(kind, var, tile) in wants {
             if pipes
                 .iter()
-                .any(|(t, v, r, _, _)| *t == ty && *v == var && *r == tile)
+                .any(|(t, v, r, _, _)| *t == kind && *v == var && *r == tile)
             {
                 continue;
             }
             let constants = [
-                ("KIND", f64::from(ty.0)),
+                ("KIND", f64::from(kind)),
                 ("ROWS", f64::from(tile.rows())),
                 ("NORM", if var.norm { 1.0 } else { 0.0 }),
                 ("EPI", f64::from(var.epi as u32)),
@@ -134,7 +138,7 @@ impl QuantMatmulKernel {
             ];
             let entry = Entry::of(tile, subgroups);
             let pipe = pipeline_with(ctx, entry.spec(), &constants).await?;
-            pipes.push((ty, var, tile, entry, pipe));
+            pipes.push((kind, var, tile, entry, pipe));
         }
         Ok(Self {
             pipes,
@@ -166,10 +170,11 @@ impl QuantMatmulKernel {
             norm: call.norm.is_some(),
             epi: call.epilogue.kind(),
         };
+        let kind = w.kind();
         let find = |tile| {
             self.pipes
                 .iter()
-                .find(|(t, v, r, _, _)| *t == w.ty && *v == var && *r == tile)
+                .find(|(t, v, r, _, _)| *t == kind && *v == var && *r == tile)
         };
         // A paged matrix's products take the paged entry where it was built and a row of
         // x fits the uniform copy; every other entry finds W's rows through the pages too.
