@@ -1,6 +1,7 @@
 //! The device and what lives on it: the context, error scopes, buffers, readback, the
 //! timer, stage marks and tensors.
 
+pub(crate) mod bind_cache;
 pub(crate) mod buffers;
 pub(crate) mod context;
 pub(crate) mod f16_tensor;

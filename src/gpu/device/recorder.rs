@@ -7,12 +7,15 @@
 //! Inside one pass wgpu still puts a barrier before every dispatch that needs one, so the
 //! order of reads and writes is kept.
 
+use super::bind_cache::BindCache;
+
 /// A command encoder with the compute pass now open on it, if any. Kernels record into
 /// [`Recorder::pass`]; copies, timestamps and passes of their own go through
 /// [`Recorder::encoder`], which ends the open pass first. Dropping the recorder ends it.
 pub(crate) struct Recorder<'e> {
     encoder: &'e mut wgpu::CommandEncoder,
     pass: Option<wgpu::ComputePass<'static>>,
+    binds: Option<&'e mut BindCache>,
 }
 
 impl<'e> Recorder<'e> {
@@ -21,7 +24,26 @@ impl<'e> Recorder<'e> {
         Self {
             encoder,
             pass: None,
+            binds: None,
         }
+    }
+
+    /// Records into `encoder`, taking the bind groups of dispatches that bind what they
+    /// bound in the last recording with `binds` from it (see [`BindCache`]).
+    pub(crate) fn with_binds(
+        encoder: &'e mut wgpu::CommandEncoder,
+        binds: &'e mut BindCache,
+    ) -> Self {
+        binds.restart();
+        Self {
+            binds: Some(binds),
+            ..Self::new(encoder)
+        }
+    }
+
+    /// The bind groups kept from the last recording, if this recorder was given them.
+    pub(crate) fn binds(&mut self) -> Option<&mut BindCache> {
+        self.binds.as_deref_mut()
     }
 
     /// The open compute pass, begun now if none is.

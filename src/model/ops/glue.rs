@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
+pub(crate) use crate::gpu::device::bind_cache::BindCache;
 use crate::gpu::device::buffers;
 pub(crate) use crate::gpu::device::readback::read_ranges;
 pub(crate) use crate::gpu::device::recorder::Recorder;
@@ -166,6 +167,34 @@ pub(crate) fn record_pass(
     workgroups: u64,
 ) -> Result<()> {
     let group = dispatch::bind_group(ctx, name, &pipe.layout, resources);
+    dispatch::dispatch(ctx, rec.pass(), (pipe, &group), workgroups, name)
+}
+
+/// [`record_pass`] for a kernel whose binding 0 is its uniform parameters `params`,
+/// followed by `rest`: where the recorder keeps bind groups between recordings
+/// ([`Recorder::with_binds`]), the dispatch reuses the group it had last time if it
+/// binds the same parameters and buffers, else a parameter buffer and a bind group are
+/// made for it.
+///
+/// # Errors
+/// As [`record_pass`]; a device error creating the parameters' buffer.
+pub(crate) fn record_with_params<T: bytemuck::Pod>(
+    ctx: &GpuContext,
+    rec: &mut Recorder<'_>,
+    (name, pipe): (&'static str, &KernelPipeline),
+    params: &T,
+    rest: Vec<wgpu::BindingResource<'_>>,
+    workgroups: u64,
+) -> Result<()> {
+    let group = match rec.binds() {
+        Some(binds) => binds.group(ctx, name, &pipe.layout, bytemuck::bytes_of(params), rest)?,
+        None => {
+            let params = uniform(ctx, name, params)?;
+            let mut resources = vec![params.as_entire_binding()];
+            resources.extend(rest);
+            dispatch::bind_group(ctx, name, &pipe.layout, resources)
+        }
+    };
     dispatch::dispatch(ctx, rec.pass(), (pipe, &group), workgroups, name)
 }
 

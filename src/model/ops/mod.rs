@@ -25,9 +25,9 @@ mod source;
 pub(crate) use add_norm::{AddNorm, AddNormKernel};
 pub(crate) use embed::{Embed, EmbedKernel};
 pub(crate) use glue::{
-    read_ranges, read_tensors, submit, upload_ids, vec4_reads, wait_idle, Elem, Epilogue,
-    ErrorScopes, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, Recorder, StageMarks,
-    WeightsRef,
+    read_ranges, read_tensors, submit, upload_ids, vec4_reads, wait_idle, BindCache, Elem,
+    Epilogue, ErrorScopes, HeadLayout, Linear, LinearKernel, LinearNeed, LinearProblem, Recorder,
+    StageMarks, WeightsRef,
 };
 pub(crate) use merge_heads::MergeHeadsKernel;
 #[doc(hidden)]

@@ -20,9 +20,9 @@
 
 use super::{GateUp, LlamaGpu};
 use crate::model::ops::{
-    x_tensor, ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel, QuantEpilogue,
-    QuantMatmul, QuantMatmulKernel, QuantNorm, Recorder, RmsNorm, RmsNormKernel, SiluMulKernel,
-    StageMarks,
+    x_tensor, BindCache, ErrorScopes, MergeHeadsKernel, OutLayout, QkvSplit, QuantEmbedKernel,
+    QuantEpilogue, QuantMatmul, QuantMatmulKernel, QuantNorm, Recorder, RmsNorm, RmsNormKernel,
+    SiluMulKernel, StageMarks,
 };
 use crate::model::ModelError;
 use crate::{
@@ -38,6 +38,10 @@ pub(crate) struct KvStore {
     /// The attention a decoding step over this store records, kept between steps, and
     /// whether it returns the weights.
     decode: Option<(bool, PreparedAttention)>,
+    /// The kernels of the last decoding step and the bind groups of its products: the
+    /// next step binds the same buffers, and only the q/k/v products' positions change.
+    step: Option<Kernels>,
+    binds: BindCache,
 }
 
 impl KvStore {
@@ -56,6 +60,8 @@ impl KvStore {
             cap,
             len: 0,
             decode: None,
+            step: None,
+            binds: BindCache::default(),
         })
     }
 }
@@ -181,7 +187,10 @@ pub(crate) async fn run(
     let (h, hq, hkv, d, f) = (c.hidden, c.heads, c.kv_heads, c.head_dim, c.intermediate);
     let seen = [u32::try_from(off + l)
         .map_err(|_| ModelError::input("ids", format!("{} positions exceed 32 bits", off + l)))?];
-    let kern = Kernels::prepare(ctx, m, l).await?;
+    let kern = match kv.step.take() {
+        Some(kern) if l == 1 => kern,
+        _ => Kernels::prepare(ctx, m, l).await?,
+    };
     // One new token against the cache takes the split-KV decode whatever the cache's
     // length: Auto keeps it for 1,024 keys and more, but below that its fused kernel
     // spends a workgroup of rows on the one query row (on lavapipe a decoding step's
@@ -221,8 +230,13 @@ pub(crate) async fn run(
     let scopes = ErrorScopes::push(ctx);
     let mut enc = ctx.device().create_command_encoder(&Default::default());
     // Every kernel of the step, attention's included, records into one compute pass;
-    // only a mark or a copy (stage timing, taps) ends it and opens the next.
-    let mut rec = Recorder::new(&mut enc);
+    // only a mark or a copy (stage timing, taps) ends it and opens the next. A decoding
+    // step's products take the bind groups of the step before where nothing changed.
+    let mut rec = if l == 1 {
+        Recorder::with_binds(&mut enc, &mut kv.binds)
+    } else {
+        Recorder::new(&mut enc)
+    };
     let e = &mut rec;
     let mut mark = |e: &mut Recorder<'_>, stage: &'static str| {
         if let Some(marks) = marks.as_deref_mut() {
@@ -382,6 +396,7 @@ pub(crate) async fn run(
     kv.len = off + l;
     if l == 1 {
         kv.decode = Some((weights.is_some(), attention));
+        kv.step = Some(kern);
     }
     Ok(())
 }

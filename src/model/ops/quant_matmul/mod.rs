@@ -17,7 +17,7 @@ mod tile;
 use std::sync::Arc;
 
 use super::glue::{
-    lanes_adapter, pipeline_with, range, record_pass, split_products, uniform, uniform_scratch,
+    lanes_adapter, pipeline_with, range, record_with_params, split_products, uniform_scratch,
     whole, KernelPipeline, Recorder,
 };
 use super::quant_matrix::{pages_serve, KIND_Q8_0_PLANES, PAGES, PAGE_BYTES};
@@ -279,7 +279,7 @@ impl QuantMatmulKernel {
             }
         }
         // Every binding after the params, but for the uniform copy of x and the norm's.
-        let rest = [
+        let middle = [
             whole(call.x),
             range(&w.buffer, 0, w.buffer.size()),
             whole(call.y),
@@ -288,14 +288,13 @@ impl QuantMatmulKernel {
             whole(s.map_or(&self.unused_k, |s| s.k)),
             whole(s.map_or(&self.unused_v, |s| s.v)),
         ];
+        // Every binding after the params.
         fn bindings<'b>(
-            params: &'b wgpu::Buffer,
-            rest: &[wgpu::BindingResource<'b>],
+            middle: &[wgpu::BindingResource<'b>],
             x_row: wgpu::BindingResource<'b>,
             norm_row: &wgpu::BindingResource<'b>,
         ) -> Vec<wgpu::BindingResource<'b>> {
-            let mut resources = vec![params.as_entire_binding()];
-            resources.extend(rest.iter().cloned());
+            let mut resources = middle.to_vec();
             resources.extend([x_row, norm_row.clone()]);
             resources
         }
@@ -313,14 +312,14 @@ impl QuantMatmulKernel {
                             row0: u32_of("quant matmul", r0)?,
                             ..params
                         };
-                        let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
-                        let mut resources = bindings(&params, &rest, x_row.clone(), &norm_row);
+                        let mut resources = bindings(&middle, x_row.clone(), &norm_row);
                         for page in chunk * PAGES..(chunk + 1) * PAGES {
                             let at = (page * pages.stride) as u64;
                             resources.push(range(&w.buffer, at, PAGE_BYTES as u64));
                         }
                         let groups = pages.rows.div_ceil(8) as u64 * n as u64;
-                        record_pass(ctx, rec, (entry.spec().name, pipe), resources, groups)?;
+                        let name = entry.spec().name;
+                        record_with_params(ctx, rec, (name, pipe), &params, resources, groups)?;
                     }
                 }
                 Ok(())
@@ -331,15 +330,15 @@ impl QuantMatmulKernel {
                 } else {
                     self.x_row.as_entire_binding()
                 };
-                let params = uniform(ctx, "wgpu-attention quant_matmul params", &params)?;
                 let groups = tile.workgroups(call.rows, w.rows);
-                let mut resources = bindings(&params, &rest, x_row, &norm_row);
+                let mut resources = bindings(&middle, x_row, &norm_row);
                 if entry == Entry::Subgroups {
                     // Whole four-word elements only (the upload pads the buffer past the
                     // last one a block is read from).
                     resources.push(range(&w.buffer, 0, w.buffer.size() / 16 * 16));
                 }
-                record_pass(ctx, rec, (entry.spec().name, pipe), resources, groups)
+                let name = entry.spec().name;
+                record_with_params(ctx, rec, (name, pipe), &params, resources, groups)
             }
         }
     }
