@@ -9,7 +9,6 @@ use std::num::NonZeroU64;
 use super::buffers::with_contents;
 use super::context::GpuContext;
 use crate::error::Result;
-use crate::gpu::kernels::dispatch::bind_group;
 
 /// The bind groups of the last recording, one slot per dispatch in recording order.
 #[derive(Default)]
@@ -78,9 +77,19 @@ impl BindCache {
             }
         }
         let buffer = with_contents(ctx, label, params, wgpu::BufferUsages::UNIFORM)?;
-        let mut resources = vec![buffer.as_entire_binding()];
-        resources.extend(rest);
-        let group = bind_group(ctx, label, layout, resources);
+        let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(buffer.as_entire_binding())
+            .chain(rest)
+            .enumerate()
+            .map(|(i, resource)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource,
+            })
+            .collect();
+        let group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(label),
+            layout,
+            entries: &entries,
+        });
         self.slots[at] = bound.map(|rest| Slot {
             layout: layout.clone(),
             params: params.to_vec(),
