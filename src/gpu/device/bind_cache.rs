@@ -10,6 +10,45 @@ use super::buffers::with_contents;
 use super::context::GpuContext;
 use crate::error::Result;
 
+/// Builds a bind group for `layout` from resources in binding order.
+pub(crate) fn bind_group<'a>(
+    ctx: &GpuContext,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    resources: impl IntoIterator<Item = wgpu::BindingResource<'a>>,
+) -> wgpu::BindGroup {
+    let entries: Vec<wgpu::BindGroupEntry> = resources
+        .into_iter()
+        .enumerate()
+        .map(|(i, resource)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource,
+        })
+        .collect();
+    ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout,
+        entries: &entries,
+    })
+}
+
+/// A bind group for `layout` with `params` in a new uniform buffer at binding 0 and
+/// `rest` at bindings 1 ..: what a dispatch binds when no kept group serves.
+///
+/// # Errors
+/// A device error creating the parameters' buffer.
+pub(crate) fn params_group(
+    ctx: &GpuContext,
+    label: &str,
+    layout: &wgpu::BindGroupLayout,
+    params: &[u8],
+    rest: Vec<wgpu::BindingResource<'_>>,
+) -> Result<wgpu::BindGroup> {
+    let buffer = with_contents(ctx, label, params, wgpu::BufferUsages::UNIFORM)?;
+    let resources = std::iter::once(buffer.as_entire_binding()).chain(rest);
+    Ok(bind_group(ctx, label, layout, resources))
+}
+
 /// The bind groups of the last recording, one slot per dispatch in recording order.
 #[derive(Default)]
 pub(crate) struct BindCache {
@@ -76,20 +115,7 @@ impl BindCache {
                 return Ok(slot.group.clone());
             }
         }
-        let buffer = with_contents(ctx, label, params, wgpu::BufferUsages::UNIFORM)?;
-        let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(buffer.as_entire_binding())
-            .chain(rest)
-            .enumerate()
-            .map(|(i, resource)| wgpu::BindGroupEntry {
-                binding: i as u32,
-                resource,
-            })
-            .collect();
-        let group = ctx.device().create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some(label),
-            layout,
-            entries: &entries,
-        });
+        let group = params_group(ctx, label, layout, params, rest)?;
         self.slots[at] = bound.map(|rest| Slot {
             layout: layout.clone(),
             params: params.to_vec(),

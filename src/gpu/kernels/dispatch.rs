@@ -28,27 +28,9 @@ pub(crate) fn range(buffer: &wgpu::Buffer, offset: u64, size: u64) -> wgpu::Bind
     })
 }
 
-/// Builds a bind group for `layout` from resources in binding order.
-pub(crate) fn bind_group(
-    ctx: &GpuContext,
-    label: &str,
-    layout: &wgpu::BindGroupLayout,
-    resources: Vec<wgpu::BindingResource<'_>>,
-) -> wgpu::BindGroup {
-    let entries: Vec<wgpu::BindGroupEntry> = resources
-        .into_iter()
-        .enumerate()
-        .map(|(i, resource)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource,
-        })
-        .collect();
-    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some(label),
-        layout,
-        entries: &entries,
-    })
-}
+/// Builds a bind group for a layout from resources in binding order (the device layer's,
+/// which its bind-group cache builds with too).
+pub(crate) use crate::gpu::device::bind_cache::bind_group;
 
 /// Records one dispatch of `pipe` with `group`, `workgroups` in all (as a [`grid`];
 /// `what` names the argument a launch too large for the grid is blamed on).

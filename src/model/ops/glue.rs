@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::error::Result;
+use crate::gpu::device::bind_cache::params_group;
 pub(crate) use crate::gpu::device::bind_cache::BindCache;
 use crate::gpu::device::buffers;
 pub(crate) use crate::gpu::device::readback::read_ranges;
@@ -186,14 +187,10 @@ pub(crate) fn record_with_params<T: bytemuck::Pod>(
     rest: Vec<wgpu::BindingResource<'_>>,
     workgroups: u64,
 ) -> Result<()> {
+    let bytes = bytemuck::bytes_of(params);
     let group = match rec.binds() {
-        Some(binds) => binds.group(ctx, name, &pipe.layout, bytemuck::bytes_of(params), rest)?,
-        None => {
-            let params = uniform(ctx, name, params)?;
-            let mut resources = vec![params.as_entire_binding()];
-            resources.extend(rest);
-            dispatch::bind_group(ctx, name, &pipe.layout, resources)
-        }
+        Some(binds) => binds.group(ctx, name, &pipe.layout, bytes, rest)?,
+        None => params_group(ctx, name, &pipe.layout, bytes, rest)?,
     };
     dispatch::dispatch(ctx, rec.pass(), (pipe, &group), workgroups, name)
 }

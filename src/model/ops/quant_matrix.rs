@@ -17,6 +17,16 @@ pub(crate) const PAGE_BYTES: usize = 65536;
 /// in quant_blocks.wgsl; not a ggml type id).
 pub(crate) const KIND_Q8_0_PLANES: u32 = 108;
 
+/// The kernels' `KIND` for a matrix of type `ty`, in [planes](QuantMatrix::planes) or
+/// not: its ggml type id, or [`KIND_Q8_0_PLANES`].
+pub(crate) fn kernel_kind(ty: GgmlType, planes: bool) -> u32 {
+    if planes {
+        KIND_Q8_0_PLANES
+    } else {
+        ty.0
+    }
+}
+
 /// The types the quantized kernels decode, with (elements, bytes) per block as the
 /// kernels read them (F32 and F16 four elements at a time).
 pub(crate) fn kernel_block(ty: GgmlType) -> Option<(usize, usize)> {
@@ -118,13 +128,9 @@ impl Pages {
 }
 
 impl QuantMatrix {
-    /// The kernels' `KIND` for this matrix: its ggml type id, or [`KIND_Q8_0_PLANES`].
+    /// The kernels' `KIND` for this matrix ([`kernel_kind`]).
     pub(crate) fn kind(&self) -> u32 {
-        if self.planes {
-            KIND_Q8_0_PLANES
-        } else {
-            self.ty.0
-        }
+        kernel_kind(self.ty, self.planes)
     }
 
     /// Uploads `bytes`, `rows` rows of `cols` elements of type `ty`.

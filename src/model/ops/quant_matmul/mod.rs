@@ -20,7 +20,7 @@ use super::glue::{
     lanes_adapter, pipeline_with, range, record_with_params, split_products, uniform_scratch,
     whole, KernelPipeline, Recorder,
 };
-use super::quant_matrix::{pages_serve, KIND_Q8_0_PLANES, PAGES, PAGE_BYTES};
+use super::quant_matrix::{kernel_kind, pages_serve, PAGES, PAGE_BYTES};
 use super::{shape_error, u32_of};
 use crate::error::{AttentionError, Result};
 use crate::model::llama::quant::GgmlType;
@@ -106,8 +106,7 @@ impl QuantMatmulKernel {
                     }
                     tile => tile,
                 };
-                let kind = if w.planes { KIND_Q8_0_PLANES } else { w.ty.0 };
-                (kind, w.var, tile)
+                (kernel_kind(w.ty, w.planes), w.var, tile)
             })
             .collect();
         Self::build(ctx, &tiled, subgroups, split).await
