@@ -5,7 +5,8 @@ use crate::gpu::device::context::GpuContext;
 use crate::gpu::device::recorder::Recorder;
 use crate::gpu::device::scopes::ErrorScopes;
 use crate::gpu::device::tensor::GpuTensor;
-use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel};
+use crate::gpu::kernels::elem::Elem;
+use crate::gpu::kernels::linear::{HeadLayout, Linear, LinearKernel, LinearNeed};
 use crate::gpu::kernels::linear_tune::LinearProblem;
 use crate::mha::weights::{MhaDims, MhaWeights};
 
@@ -54,7 +55,6 @@ impl MhaGpuWeights {
 /// Records `calls` into one encoder and submits it inside error scopes.
 pub(crate) async fn submit(ctx: &GpuContext, what: &str, calls: &[Linear<'_>]) -> Result<()> {
     ctx.check_alive()?;
-    let kernel = LinearKernel::prepare(ctx).await?;
     // With tuning on, each projection's shape is timed once per class (see linear_tune).
     let problems: Vec<LinearProblem> = calls
         .iter()
@@ -67,6 +67,11 @@ pub(crate) async fn submit(ctx: &GpuContext, what: &str, calls: &[Linear<'_>]) -
             _ => None,
         })
         .collect();
+    let needs = [true, false].map(|vec4| LinearNeed {
+        elem: Elem::F32,
+        vec4,
+    });
+    let kernel = LinearKernel::prepare_for_problems(ctx, &needs, &problems).await?;
     kernel.tune(ctx, &problems).await?;
     let scopes = ErrorScopes::push(ctx);
     let mut encoder = ctx.device.create_command_encoder(&Default::default());

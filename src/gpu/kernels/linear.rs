@@ -32,6 +32,7 @@ use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::linear_class::LinearClass;
+use crate::gpu::kernels::linear_tune::LinearProblem;
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::gpu::kernels::subgroups::subgroup_sizes;
@@ -504,7 +505,7 @@ fn of_tensor(t: &GpuTensor) -> (&[usize], u64, Elem) {
 /// was prepared for.
 pub(crate) struct LinearKernel {
     pub(super) shapes: Vec<LinearShape>,
-    pipes: Vec<((LinearShape, Elem, bool), Arc<KernelPipeline>)>,
+    pub(super) pipes: Vec<((LinearShape, Elem, bool), Arc<KernelPipeline>)>,
 }
 
 /// What a prepared kernel must be able to run: W's storage type and whether x and W
@@ -522,33 +523,67 @@ pub(crate) fn vec4_reads(x_layout: HeadLayout, inner: usize) -> bool {
 }
 
 impl LinearKernel {
-    /// Builds (or finds cached) the pipelines for f32 weights of any width.
-    ///
-    /// # Errors
-    /// A device error building a pipeline.
+    /// Builds (or finds cached) the pipelines for f32 weights of any width, every shape
+    /// (the tuner's tests).
+    #[cfg(test)]
     pub(crate) async fn prepare(ctx: &GpuContext) -> Result<Self> {
         let needs = [true, false].map(|vec4| LinearNeed {
             elem: Elem::F32,
             vec4,
         });
-        Self::prepare_for(ctx, &needs).await
+        Self::prepare_shapes(ctx, shapes(ctx), &needs).await
     }
 
-    /// Builds (or finds cached) the pipelines `needs` ask for, for every shape this
-    /// adapter uses.
+    /// Builds (or finds cached) the pipelines `needs` ask for, in only the shapes that
+    /// recording `problems` can take: every shape where tuning is on (the tuner times
+    /// them all); otherwise the shape [`shapes`] gives each problem's rows and any shape
+    /// a tuning earlier on this context chose for its class. On lavapipe each lanes
+    /// shape takes about a tenth of a second to build, and a pass of one length uses one
+    /// of them (a MiniLM pass's first call: 0.46 s with all three, 0.21 s with one).
     ///
     /// # Errors
     /// A device error building a pipeline; [`AttentionError::Unsupported`] for f16
     /// weights on a device without `shader-f16`.
-    pub(crate) async fn prepare_for(ctx: &GpuContext, needs: &[LinearNeed]) -> Result<Self> {
-        Self::prepare_shapes(ctx, shapes(ctx), needs).await
+    pub(crate) async fn prepare_for_problems(
+        ctx: &GpuContext,
+        needs: &[LinearNeed],
+        problems: &[LinearProblem],
+    ) -> Result<Self> {
+        let all = shapes(ctx);
+        if ctx.autotune() {
+            return Self::prepare_shapes(ctx, all, needs).await;
+        }
+        let mut used = Vec::new();
+        for p in problems {
+            let (Ok(rows), Ok(cols), Ok(inner)) = (
+                u32::try_from(p.rows),
+                u32::try_from(p.cols),
+                u32::try_from(p.inner),
+            ) else {
+                // Too large for the kernel: recording reports it.
+                continue;
+            };
+            used.extend(shape_for(&all, rows));
+            for need in needs {
+                let class = LinearClass::new(rows, cols, inner, need.elem, need.vec4);
+                used.extend(ctx.memo.get::<LinearClass, LinearShape>(&class));
+            }
+        }
+        // In the order of `shapes`, so that `record` picks among them as among all.
+        let chosen: Vec<LinearShape> = all.into_iter().filter(|s| used.contains(s)).collect();
+        if chosen.is_empty() {
+            // No problem fits 32 bits: the first shape will do to report it when recording.
+            return Self::prepare_shapes(ctx, shapes(ctx).into_iter().take(1).collect(), needs)
+                .await;
+        }
+        Self::prepare_shapes(ctx, chosen, needs).await
     }
 
-    /// As [`LinearKernel::prepare_for`], with the shapes given (as [`shapes`] orders
-    /// them: by rows covered): tests run each kernel on any adapter that can.
+    /// As [`LinearKernel::prepare_for_problems`], with the shapes given (as [`shapes`]
+    /// orders them: by rows covered): tests run each kernel on any adapter that can.
     ///
     /// # Errors
-    /// As [`LinearKernel::prepare_for`]; [`AttentionError::Unsupported`] for a lanes shape
+    /// As [`LinearKernel::prepare_for_problems`]; [`AttentionError::Unsupported`] for a lanes shape
     /// on an adapter whose subgroups are not 8 fixed lanes, or no shape at all.
     pub(crate) async fn prepare_shapes(
         ctx: &GpuContext,

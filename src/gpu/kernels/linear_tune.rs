@@ -166,7 +166,7 @@ mod tests {
     use super::*;
     use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::tensor::GpuTensor;
-    use crate::gpu::kernels::linear::shapes;
+    use crate::gpu::kernels::linear::{shapes, LinearNeed};
 
     #[test]
     fn row_classes_run_their_largest_rows() {
@@ -231,6 +231,50 @@ mod tests {
             .map(|(&g, &w)| (f64::from(g) - w).abs())
             .fold(0.0, f64::max);
         assert!(worst < 1e-4, "largest error {worst}");
+    }
+
+    /// A kernel prepared for problems builds the shape untuned recording picks for their
+    /// rows, adds any shape a tuning on this context chose for their class, and builds
+    /// every shape while tuning is on (the tuner times them all).
+    #[test]
+    fn problems_prepare_only_the_shapes_they_take() {
+        let ctx = GpuContext::new().expect("no GPU adapter");
+        ctx.set_autotune(false);
+        let needs = [LinearNeed {
+            elem: Elem::F32,
+            vec4: true,
+        }];
+        let prepare = |problems: &[LinearProblem]| {
+            pollster::block_on(LinearKernel::prepare_for_problems(&ctx, &needs, problems))
+                .expect("prepare")
+        };
+        let all = shapes(&ctx);
+        let short = LinearProblem {
+            rows: 1,
+            ..problem()
+        };
+        let kernel = prepare(&[short]);
+        assert_eq!(kernel.shapes, vec![all[0]], "one row of {all:?}");
+        assert_eq!(kernel.pipes.len(), 1);
+        // The longest problem takes the last shape: the one that covers the most rows.
+        let long = LinearProblem {
+            rows: 4096,
+            ..problem()
+        };
+        let both = prepare(&[short, long]);
+        let mut want = vec![all[0]];
+        if all.len() > 1 {
+            want.push(all[all.len() - 1]);
+        }
+        assert_eq!(both.shapes, want);
+        // A class tuned earlier keeps its shape, though its rows alone would take another.
+        let tuned = *all.last().expect("a shape");
+        let class = LinearClass::new(1, 72, 64, Elem::F32, true);
+        ctx.memo.insert(class, tuned);
+        let kept = prepare(&[short]);
+        assert!(kept.shapes.contains(&tuned) && kept.shapes.contains(&all[0]));
+        ctx.set_autotune(true);
+        assert_eq!(prepare(&[short]).shapes, all);
     }
 
     /// Untuned, nothing is timed or remembered.

@@ -140,7 +140,12 @@ struct Kernels {
 }
 
 impl Kernels {
-    async fn prepare(ctx: &GpuContext, c: &BertConfig) -> Result<Self, ModelError> {
+    /// The kernels of a pass whose dense layers are `dense` (only the shapes they take).
+    async fn prepare(
+        ctx: &GpuContext,
+        c: &BertConfig,
+        dense: &[LinearProblem],
+    ) -> Result<Self, ModelError> {
         // The dense layers read rows of hidden_size and intermediate_size and heads of
         // head_dim: four at a time where all three allow (MiniLM), else also one at a time.
         let widths = [c.hidden_size, c.intermediate_size, c.head_dim()];
@@ -158,7 +163,7 @@ impl Kernels {
         Ok(Self {
             embed: EmbedKernel::prepare(ctx).await?,
             add_norm: AddNormKernel::prepare(ctx).await?,
-            linear: LinearKernel::prepare_for(ctx, &needs).await?,
+            linear: LinearKernel::prepare_for_problems(ctx, &needs, dense).await?,
         })
     }
 }
@@ -225,8 +230,6 @@ pub(crate) async fn forward(
         c.num_attention_heads,
         c.head_dim(),
     );
-    let k = Kernels::prepare(ctx, c).await?;
-    // With tuning on, the dense layers' shapes are timed once per class (see linear_tune).
     let dense = |cols, inner| LinearProblem {
         rows: l,
         cols,
@@ -234,6 +237,8 @@ pub(crate) async fn forward(
     };
     let f = c.intermediate_size;
     let dense_problems = [dense(h, h), dense(f, h), dense(h, f)];
+    let k = Kernels::prepare(ctx, c, &dense_problems).await?;
+    // With tuning on, the dense layers' shapes are timed once per class (see linear_tune).
     k.linear.tune(ctx, &dense_problems).await?;
     let s = Scratch::new(ctx, c, batch, len)?;
     // Key padding: each sentence attends to its own tokens only. An unpadded batch needs
