@@ -32,7 +32,6 @@ use crate::gpu::kernels::dispatch::{bind_group, grid, range};
 use crate::gpu::kernels::elem::Elem;
 use crate::gpu::kernels::layout::{uniform_layout, UniformLayout};
 use crate::gpu::kernels::linear_class::LinearClass;
-use crate::gpu::kernels::linear_tune::LinearProblem;
 use crate::gpu::kernels::pipelines::{pipeline, Binding, KernelPipeline, KernelSpec};
 use crate::gpu::kernels::source;
 use crate::gpu::kernels::subgroups::subgroup_sizes;
@@ -245,7 +244,7 @@ pub(crate) fn shapes(ctx: &GpuContext) -> Vec<LinearShape> {
 
 /// The shape for `rows` rows among `shapes` (as [`shapes`] lists them): the first whose
 /// tile covers them, else the largest.
-fn shape_for(shapes: &[LinearShape], rows: u32) -> Option<LinearShape> {
+pub(super) fn shape_for(shapes: &[LinearShape], rows: u32) -> Option<LinearShape> {
     shapes
         .iter()
         .copied()
@@ -532,51 +531,6 @@ impl LinearKernel {
             vec4,
         });
         Self::prepare_shapes(ctx, shapes(ctx), &needs).await
-    }
-
-    /// Builds (or finds cached) the pipelines `needs` ask for, in only the shapes that
-    /// recording `problems` can take: every shape where tuning is on (the tuner times
-    /// them all); otherwise the shape [`shapes`] gives each problem's rows and any shape
-    /// a tuning earlier on this context chose for its class. On lavapipe each lanes
-    /// shape takes about a tenth of a second to build, and a pass of one length uses one
-    /// of them (a MiniLM pass's first call: 0.46 s with all three, 0.21 s with one).
-    ///
-    /// # Errors
-    /// A device error building a pipeline; [`AttentionError::Unsupported`] for f16
-    /// weights on a device without `shader-f16`.
-    pub(crate) async fn prepare_for_problems(
-        ctx: &GpuContext,
-        needs: &[LinearNeed],
-        problems: &[LinearProblem],
-    ) -> Result<Self> {
-        let all = shapes(ctx);
-        if ctx.autotune() {
-            return Self::prepare_shapes(ctx, all, needs).await;
-        }
-        let mut used = Vec::new();
-        for p in problems {
-            let (Ok(rows), Ok(cols), Ok(inner)) = (
-                u32::try_from(p.rows),
-                u32::try_from(p.cols),
-                u32::try_from(p.inner),
-            ) else {
-                // Too large for the kernel: recording reports it.
-                continue;
-            };
-            used.extend(shape_for(&all, rows));
-            for need in needs {
-                let class = LinearClass::new(rows, cols, inner, need.elem, need.vec4);
-                used.extend(ctx.memo.get::<LinearClass, LinearShape>(&class));
-            }
-        }
-        // In the order of `shapes`, so that `record` picks among them as among all.
-        let chosen: Vec<LinearShape> = all.into_iter().filter(|s| used.contains(s)).collect();
-        if chosen.is_empty() {
-            // No problem fits 32 bits: the first shape will do to report it when recording.
-            return Self::prepare_shapes(ctx, shapes(ctx).into_iter().take(1).collect(), needs)
-                .await;
-        }
-        Self::prepare_shapes(ctx, chosen, needs).await
     }
 
     /// As [`LinearKernel::prepare_for_problems`], with the shapes given (as [`shapes`]

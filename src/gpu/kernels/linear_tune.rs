@@ -5,12 +5,13 @@
 //! and the fastest is remembered in the context, where `LinearKernel::record` finds it.
 //! Untuned, or where the kernel has one shape (the tiled kernel, on hardware GPUs), a
 //! problem takes the first shape whose tile covers its rows. The web has no blocking
-//! clock, so nothing is timed there.
+//! clock, so nothing is timed there. Preparing the kernel for the problems a pass will
+//! record builds only the shapes they can take (`prepare_for_problems`).
 
 use crate::error::Result;
 use crate::gpu::device::context::GpuContext;
 use crate::gpu::kernels::elem::Elem;
-use crate::gpu::kernels::linear::{LinearKernel, LinearShape};
+use crate::gpu::kernels::linear::{shape_for, shapes, LinearKernel, LinearNeed, LinearShape};
 use crate::gpu::kernels::linear_class::{row_class, LinearClass};
 
 /// One problem to tune for: `rows` rows of x `inner` wide times W `(cols, inner)`ᵀ.
@@ -41,6 +42,52 @@ impl LinearProblem {
 }
 
 impl LinearKernel {
+    /// Builds (or finds cached) the pipelines `needs` ask for, in only the shapes that
+    /// recording `problems` can take: every shape where tuning is on (the tuner times
+    /// them all); otherwise the shape [`shapes`] gives each problem's rows and any shape
+    /// a tuning earlier on this context chose for its class. On lavapipe each lanes
+    /// shape takes about a tenth of a second to build, and a pass of one length uses one
+    /// of them (a MiniLM pass's first call: 0.46 s with all three, 0.21 s with one).
+    ///
+    /// # Errors
+    /// A device error building a pipeline;
+    /// [`crate::error::AttentionError::Unsupported`] for f16 weights on a device without
+    /// `shader-f16`.
+    pub(crate) async fn prepare_for_problems(
+        ctx: &GpuContext,
+        needs: &[LinearNeed],
+        problems: &[LinearProblem],
+    ) -> Result<Self> {
+        let all = shapes(ctx);
+        if ctx.autotune() {
+            return Self::prepare_shapes(ctx, all, needs).await;
+        }
+        let mut used = Vec::new();
+        for p in problems {
+            let (Ok(rows), Ok(cols), Ok(inner)) = (
+                u32::try_from(p.rows),
+                u32::try_from(p.cols),
+                u32::try_from(p.inner),
+            ) else {
+                // Too large for the kernel: recording reports it.
+                continue;
+            };
+            used.extend(shape_for(&all, rows));
+            for need in needs {
+                let class = LinearClass::new(rows, cols, inner, need.elem, need.vec4);
+                used.extend(ctx.memo.get::<LinearClass, LinearShape>(&class));
+            }
+        }
+        // In the order of `shapes`, so that `record` picks among them as among all.
+        let chosen: Vec<LinearShape> = all.into_iter().filter(|s| used.contains(s)).collect();
+        if chosen.is_empty() {
+            // No problem fits 32 bits: the first shape will do to report it when recording.
+            return Self::prepare_shapes(ctx, shapes(ctx).into_iter().take(1).collect(), needs)
+                .await;
+        }
+        Self::prepare_shapes(ctx, chosen, needs).await
+    }
+
     /// With tuning on and more than one shape: for each of `problems` (f32 W, plain
     /// row-major x) whose class has no decision yet, times every shape of this kernel on
     /// the class's proxy and remembers the fastest. Otherwise nothing.
@@ -166,7 +213,6 @@ mod tests {
     use super::*;
     use crate::gpu::device::recorder::Recorder;
     use crate::gpu::device::tensor::GpuTensor;
-    use crate::gpu::kernels::linear::{shapes, LinearNeed};
 
     #[test]
     fn row_classes_run_their_largest_rows() {
