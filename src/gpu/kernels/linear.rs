@@ -213,13 +213,24 @@ pub(crate) fn split_products(ctx: &GpuContext) -> bool {
         )
 }
 
-/// The shapes `record` chooses among on this adapter, by rows: where products split K
-/// ([`split_products`]), the split kernel's for one row and for up to
-/// [`SPLIT_MAX_ROWS`]; then the lanes kernel's on lanes adapters, with as few row groups
-/// as cover short inputs (a workgroup's rows are its loads' reuse, so idle rows cost as
-/// much as live ones); the tiled kernel everywhere else.
+/// Whether the dense layers of few rows take the split kernel: wherever products split
+/// K ([`split_products`]), and on every adapter without the lanes kernel. A CPU driver
+/// without it (SwiftShader, which runs WebGPU in browsers without a GPU; llvmpipe
+/// through OpenGL) would otherwise run few rows in the tiled kernel's 64-row tiles,
+/// mostly on rows that do not exist: MiniLM at 8 tokens took 589 against 130 ms on
+/// SwiftShader, 189 against 62 ms on llvmpipe's OpenGL. Browsers report no device type;
+/// there the split kernel is what a GPU takes too.
+fn dense_split(ctx: &GpuContext) -> bool {
+    split_products(ctx) || !lanes_adapter(ctx)
+}
+
+/// The shapes `record` chooses among on this adapter, by rows: where few rows split K
+/// ([`dense_split`]), the split kernel's for one row and for up to [`SPLIT_MAX_ROWS`];
+/// then the lanes kernel's on lanes adapters, with as few row groups as cover short
+/// inputs (a workgroup's rows are its loads' reuse, so idle rows cost as much as live
+/// ones); the tiled kernel everywhere else.
 pub(crate) fn shapes(ctx: &GpuContext) -> Vec<LinearShape> {
-    let mut all = if split_products(ctx) {
+    let mut all = if dense_split(ctx) {
         vec![
             LinearShape::Split { rows: 1 },
             LinearShape::Split { rows: 4 },
