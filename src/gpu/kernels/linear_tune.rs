@@ -23,6 +23,16 @@ pub(crate) struct LinearProblem {
 }
 
 impl LinearProblem {
+    /// Rows, columns and inner width as the kernel's 32-bit sizes; `None` where one
+    /// does not fit.
+    fn sizes(&self) -> Option<(u32, u32, u32)> {
+        Some((
+            u32::try_from(self.rows).ok()?,
+            u32::try_from(self.cols).ok()?,
+            u32::try_from(self.inner).ok()?,
+        ))
+    }
+
     /// The layer of this problem over row-major `x`, `w`, `bias` and `y`.
     #[cfg(not(target_arch = "wasm32"))]
     fn row_major<'a>(
@@ -58,17 +68,13 @@ impl LinearKernel {
         needs: &[LinearNeed],
         problems: &[LinearProblem],
     ) -> Result<Self> {
-        let all = shapes(ctx);
+        let mut all = shapes(ctx);
         if ctx.autotune() {
             return Self::prepare_shapes(ctx, all, needs).await;
         }
         let mut used = Vec::new();
         for p in problems {
-            let (Ok(rows), Ok(cols), Ok(inner)) = (
-                u32::try_from(p.rows),
-                u32::try_from(p.cols),
-                u32::try_from(p.inner),
-            ) else {
+            let Some((rows, cols, inner)) = p.sizes() else {
                 // Too large for the kernel: recording reports it.
                 continue;
             };
@@ -79,11 +85,11 @@ impl LinearKernel {
             }
         }
         // In the order of `shapes`, so that `record` picks among them as among all.
-        let chosen: Vec<LinearShape> = all.into_iter().filter(|s| used.contains(s)).collect();
+        let chosen: Vec<LinearShape> = all.iter().copied().filter(|s| used.contains(s)).collect();
         if chosen.is_empty() {
             // No problem fits 32 bits: the first shape will do to report it when recording.
-            return Self::prepare_shapes(ctx, shapes(ctx).into_iter().take(1).collect(), needs)
-                .await;
+            all.truncate(1);
+            return Self::prepare_shapes(ctx, all, needs).await;
         }
         Self::prepare_shapes(ctx, chosen, needs).await
     }
@@ -100,11 +106,7 @@ impl LinearKernel {
             return Ok(());
         }
         for p in problems {
-            let (Ok(rows), Ok(cols), Ok(inner)) = (
-                u32::try_from(p.rows),
-                u32::try_from(p.cols),
-                u32::try_from(p.inner),
-            ) else {
+            let Some((rows, cols, inner)) = p.sizes() else {
                 // Too large for the kernel: recording reports it.
                 continue;
             };
