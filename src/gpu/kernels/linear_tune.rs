@@ -68,7 +68,7 @@ impl LinearKernel {
         needs: &[LinearNeed],
         problems: &[LinearProblem],
     ) -> Result<Self> {
-        let mut all = shapes(ctx);
+        let all = shapes(ctx);
         if ctx.autotune() {
             return Self::prepare_shapes(ctx, all, needs).await;
         }
@@ -85,11 +85,11 @@ impl LinearKernel {
             }
         }
         // In the order of `shapes`, so that `record` picks among them as among all.
-        let chosen: Vec<LinearShape> = all.iter().copied().filter(|s| used.contains(s)).collect();
+        let mut chosen: Vec<LinearShape> =
+            all.iter().copied().filter(|s| used.contains(s)).collect();
         if chosen.is_empty() {
             // No problem fits 32 bits: the first shape will do to report it when recording.
-            all.truncate(1);
-            return Self::prepare_shapes(ctx, all, needs).await;
+            chosen.extend(all.first().copied());
         }
         Self::prepare_shapes(ctx, chosen, needs).await
     }
