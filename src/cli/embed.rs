@@ -16,6 +16,7 @@ use wgpu_attention::model::{Model, ModelError, ModelGpu};
 use super::args::{Backend, EmbedArgs, SimilarityArgs};
 use super::exit::CliError;
 use super::io::output::OutputSet;
+use super::io::read::open_input;
 use super::model_common::{gpu, load, to_cli};
 use super::npy;
 
@@ -39,13 +40,8 @@ fn bert(model: &Model) -> Result<&BertModel, CliError> {
 fn read_sentences(path: &Path) -> Result<Vec<String>, CliError> {
     let shown = path.display();
     let fail = |msg: String| CliError::input("--input", format!("{shown}: {msg}"));
-    // Looked at before opening: opening a FIFO would wait for a writer.
-    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    if !meta.is_file() {
-        return Err(fail("not a regular file".into()));
-    }
-    let file = std::fs::File::open(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    if meta.len() > INPUT_LIMIT {
+    let (file, len) = open_input("--input", path)?;
+    if len > INPUT_LIMIT {
         return Err(fail(format!("larger than {INPUT_LIMIT} bytes")));
     }
     let mut bytes = Vec::new();

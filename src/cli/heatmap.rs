@@ -3,6 +3,7 @@
 //! `model attention`), or the difference of two such tensors (`--diff`) on a diverging
 //! scale.
 
+use std::io::Read;
 use std::path::Path;
 
 use ndarray::{ArrayD, ArrayView2, Axis, Ix2};
@@ -13,6 +14,7 @@ use wgpu_attention::viz::{
 use super::args::{GridOrderArg, HeatmapArgs, ModelArg, TextArg};
 use super::exit::CliError;
 use super::io::output::OutputSet;
+use super::io::read::open_input;
 use super::model_common::attention_of;
 use super::npy;
 use super::raster;
@@ -280,17 +282,18 @@ fn read_small_text(flag: &'static str, path: &Path) -> Result<String, CliError> 
     let fail = |e: &dyn std::fmt::Display| {
         CliError::input(flag, format!("cannot read {}: {e}", path.display()))
     };
-    let meta = std::fs::metadata(path).map_err(|e| fail(&e))?;
-    if !meta.is_file() {
-        return Err(fail(&"not a regular file"));
+    let (file, len) = open_input(flag, path)?;
+    if len > MAX_TOKENS_FILE {
+        return Err(fail(&format!("{len} bytes is too large for a token list")));
     }
-    if meta.len() > MAX_TOKENS_FILE {
-        return Err(fail(&format!(
-            "{} bytes is too large for a token list",
-            meta.len()
-        )));
+    let mut text = String::new();
+    file.take(MAX_TOKENS_FILE + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| fail(&e))?;
+    if text.len() as u64 > MAX_TOKENS_FILE {
+        return Err(fail(&"the file grew past the limit for a token list"));
     }
-    std::fs::read_to_string(path).map_err(|e| fail(&e))
+    Ok(text)
 }
 
 /// Picks index `want` of `axis` of `a`, or the only one, or says which flag is missing.

@@ -6,9 +6,7 @@
 
 #![cfg(unix)]
 
-use std::ffi::CString;
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -16,49 +14,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::cli_common::{assert_bad_input_output, cli, cli_limited, stderr_of, RunArgs, TempDir};
+use crate::special_files::{char_device, mkfifo};
 use ndarray::{Array4, ArrayD};
 use ndarray_npy::ReadNpyExt;
-
-fn c_path(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).expect("no NUL in a temp path")
-}
-
-fn mkfifo(path: &Path) {
-    // SAFETY: a valid NUL-terminated path; mkfifo reads it and nothing else.
-    let rc = unsafe { libc::mkfifo(c_path(path).as_ptr(), 0o600) };
-    assert_eq!(
-        rc,
-        0,
-        "mkfifo {}: {}",
-        path.display(),
-        std::io::Error::last_os_error()
-    );
-}
-
-/// Makes the character device `major, minor` at `path` and checks it can be opened
-/// (creating one needs CAP_MKNOD, opening one a file system mounted without `nodev`);
-/// says why not otherwise.
-fn char_device(path: &Path, major: u32, minor: u32) -> Result<(), String> {
-    // SAFETY: a valid NUL-terminated path; mknod reads it and nothing else.
-    let rc = unsafe {
-        libc::mknod(
-            c_path(path).as_ptr(),
-            libc::S_IFCHR | 0o666,
-            libc::makedev(major, minor),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "cannot make a device node (needs root): {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .map(drop)
-        .map_err(|e| format!("a device node made here cannot be opened (nodev?): {e}"))
-}
 
 /// What a path is, without following it: kind, inode, device number, permissions and a
 /// link's target. Equal before and after a command = the command left it alone.

@@ -50,6 +50,8 @@ mod patterns;
 mod properties;
 mod rejected;
 mod shaders;
+mod special_files;
+mod special_inputs;
 mod splitting;
 mod staged;
 mod tokens;

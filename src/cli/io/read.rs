@@ -9,7 +9,26 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
+use wgpu_attention::model::open_regular_file;
+
 use super::super::exit::CliError;
+
+/// Opens the input file `path` given as `flag`: a regular file (links followed), never a
+/// FIFO, device or folder, which are refused without waiting and without opening a device
+/// (`wgpu_attention::model::open_regular_file`).
+///
+/// # Errors
+/// [`CliError::Input`] naming `flag` and the path.
+pub fn open_input(flag: &'static str, path: &Path) -> Result<(File, u64), CliError> {
+    open_regular_file(path).map_err(|e| {
+        let shown = path.display();
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            CliError::input(flag, format!("{shown}: {e}"))
+        } else {
+            CliError::input(flag, format!("cannot read {shown}: {e}"))
+        }
+    })
+}
 
 /// Reads `path` whole, once `promised` has read its header (from a reader bounded by
 /// the file's length) and returned the file length the header promises, in bytes.
@@ -26,15 +45,7 @@ pub fn read_bounded(
 ) -> Result<Vec<u8>, CliError> {
     let shown = path.display();
     let fail = |msg: String| CliError::input(flag, format!("{shown}: {msg}"));
-    let file =
-        File::open(path).map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
-    let meta = file
-        .metadata()
-        .map_err(|e| CliError::input(flag, format!("cannot read {shown}: {e}")))?;
-    if !meta.is_file() {
-        return Err(fail("not a regular file".into()));
-    }
-    let len = meta.len();
+    let (file, len) = open_input(flag, path)?;
     let want = {
         let mut header = std::io::BufReader::new(&file).take(len);
         promised(&mut header).map_err(fail)?

@@ -34,10 +34,14 @@ pub use tokenizer::{LlamaTokenizer, TokenizerSpec};
 pub use weights::{LayerTensors, LayerWeights, LlamaConfig, LlamaTensors, LlamaWeights, RawTensor};
 
 use crate::model::cpu_float::CpuFloat;
-use crate::model::files::sha256_hex;
+use crate::model::files::{read_bounded, sha256_hex};
 use crate::model::stages::Clock;
 use cpu::CpuCache;
 use sample::Sampler;
+
+/// The largest GGUF file [`LlamaModel::load`] reads (16 GiB): the file is read whole
+/// into memory, and a larger one is far past what this crate's 32-bit device offsets run.
+pub const GGUF_LIMIT: u64 = 16 << 30;
 
 /// The model's tensors and tokenizer in host memory.
 #[derive(Debug, Clone)]
@@ -57,12 +61,10 @@ impl LlamaModel {
     /// Loads the model from a `.gguf` file.
     ///
     /// # Errors
-    /// [`ModelError::Io`] when the file cannot be read; as [`LlamaModel::from_gguf_bytes`].
+    /// [`ModelError::Io`] when the file cannot be read, is not a regular file or is larger
+    /// than [`GGUF_LIMIT`]; as [`LlamaModel::from_gguf_bytes`].
     pub fn load(path: &Path) -> Result<Self, ModelError> {
-        let bytes = std::fs::read(path).map_err(|e| ModelError::Io {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
+        let bytes = read_bounded(path, GGUF_LIMIT)?;
         Self::parse(&bytes, path.display().to_string())
     }
 
