@@ -13,9 +13,10 @@ use super::args::{Backend, MhaArgs};
 use super::exit::CliError;
 use super::info::describe;
 use super::io::output::OutputSet;
-use super::io::read::{read_bounded, safetensors_len};
+use super::io::read::read_bounded;
 use super::npy;
 use super::progress::Progress;
+use wgpu_attention::model::safetensors_len;
 
 pub fn run(args: &MhaArgs, quiet: bool) -> Result<(), CliError> {
     if args.incremental && args.backend == Backend::Cpu {

@@ -1,7 +1,7 @@
 //! Reading model files whole, with a size bound checked before reading, and their hashes.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Seek};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -47,26 +47,127 @@ pub fn open_regular_file(path: &Path) -> io::Result<(File, u64)> {
 /// [`ModelError::Io`] naming the path when it is missing, unreadable, not a regular file
 /// or above the limit.
 pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ModelError> {
-    let io = |detail: String| ModelError::Io {
-        path: path.display().to_string(),
+    let (file, len) = open_within(path, limit)?;
+    read_whole(path, file, len, limit)
+}
+
+/// Reads the `.safetensors` file `path` whole as [`read_bounded`] does, once its header
+/// has said how long the file must be ([`safetensors_len`]): a file longer or shorter than
+/// that (a truncated download, or gigabytes behind a small header) is refused before its
+/// data is read.
+///
+/// # Errors
+/// As [`read_bounded`]; [`ModelError::Format`] naming the path for a malformed header or
+/// a length other than the header's.
+pub(crate) fn read_safetensors(path: &Path, limit: u64) -> Result<Vec<u8>, ModelError> {
+    let (file, len) = open_within(path, limit)?;
+    let format = |detail: String| ModelError::Format {
+        what: path.display().to_string(),
         detail,
     };
-    let (file, len) = open_regular_file(path).map_err(|e| io(e.to_string()))?;
-    let too_big = || io(format!("larger than the {limit}-byte limit for this file"));
-    if len > limit {
-        return Err(too_big());
+    let want = safetensors_len(&mut io::BufReader::new(&file).take(len)).map_err(format)?;
+    if want != len {
+        let (more, n) = if len > want {
+            ("more", len - want)
+        } else {
+            ("fewer", want - len)
+        };
+        return Err(format(format!(
+            "the file holds {len} bytes, {n} {more} than the {want} its header promises"
+        )));
     }
-    let no_memory = || io(format!("not enough memory to read its {len} bytes"));
+    let mut file = file;
+    file.seek(io::SeekFrom::Start(0))
+        .map_err(|e| ModelError::Io {
+            path: path.display().to_string(),
+            detail: e.to_string(),
+        })?;
+    read_whole(path, file, len, limit)
+}
+
+/// [`open_regular_file`], refusing a file above `limit` bytes.
+fn open_within(path: &Path, limit: u64) -> Result<(File, u64), ModelError> {
+    let (file, len) = open_regular_file(path).map_err(|e| io_error(path, e.to_string()))?;
+    if len > limit {
+        return Err(too_big(path, limit));
+    }
+    Ok((file, len))
+}
+
+/// The rest of `file` (`len` bytes by its size), at most `limit`.
+fn read_whole(path: &Path, file: File, len: u64, limit: u64) -> Result<Vec<u8>, ModelError> {
+    let no_memory = || io_error(path, format!("not enough memory to read its {len} bytes"));
     let mut bytes = Vec::new();
     let size = usize::try_from(len).map_err(|_| no_memory())?;
     bytes.try_reserve_exact(size).map_err(|_| no_memory())?;
     file.take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| io(e.to_string()))?;
+        .map_err(|e| io_error(path, e.to_string()))?;
     if bytes.len() as u64 > limit {
-        return Err(too_big());
+        return Err(too_big(path, limit));
     }
     Ok(bytes)
+}
+
+fn io_error(path: &Path, detail: String) -> ModelError {
+    ModelError::Io {
+        path: path.display().to_string(),
+        detail,
+    }
+}
+
+fn too_big(path: &Path, limit: u64) -> ModelError {
+    io_error(
+        path,
+        format!("larger than the {limit}-byte limit for this file"),
+    )
+}
+
+/// The length a `.safetensors` file's header promises: 8 bytes of header size, the JSON
+/// header, and the data up to the largest end offset of any tensor. Reads only the header
+/// from `r`. The command line checks its own `.safetensors` inputs with this too.
+///
+/// # Errors
+/// A message for a header that is cut short, too large (over safetensors' own 100 MB
+/// limit), not JSON, or has a tensor without `data_offsets`.
+pub fn safetensors_len(r: &mut dyn Read) -> Result<u64, String> {
+    // safetensors' own limit on the header (MAX_HEADER_SIZE).
+    const MAX_HEADER: u64 = 100_000_000;
+    let size = header_bytes(r, 8, "the header size")?;
+    let n = u64::from_le_bytes(size.try_into().unwrap_or_default());
+    if n > MAX_HEADER {
+        return Err(format!(
+            "not a valid safetensors file: a header of {n} bytes (at most {MAX_HEADER})"
+        ));
+    }
+    let header = header_bytes(r, n, "the header")?;
+    let json: serde_json::Value = serde_json::from_slice(&header)
+        .map_err(|e| format!("not a valid safetensors file: header: {e}"))?;
+    let tensors = json
+        .as_object()
+        .ok_or("not a valid safetensors file: the header is not a JSON object")?;
+    let mut end = 0u64;
+    for (name, info) in tensors.iter().filter(|(name, _)| *name != "__metadata__") {
+        let offsets = info.get("data_offsets").and_then(|o| o.as_array());
+        let stop = offsets
+            .and_then(|o| o.get(1))
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| format!("not a valid safetensors file: {name} has no data_offsets"))?;
+        end = end.max(stop);
+    }
+    Ok(8u64.saturating_add(n).saturating_add(end))
+}
+
+/// Exactly `n` bytes of a header, refusing a file that ends first.
+fn header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>, String> {
+    let mut buf = Vec::new();
+    r.take(n)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read {what}: {e}"))?;
+    if (buf.len() as u64) < n {
+        return Err(format!("the file ends inside {what}"));
+    }
+    Ok(buf)
 }
 
 /// The sha256 of `bytes` in lowercase hex.

@@ -4,7 +4,9 @@
 use std::process::Command;
 
 use crate::bert_tiny::{tiny_bert, HEADS, LAYERS, POSITIONS};
-use crate::cli_common::{assert_bad_input, cli, stderr_of, TempDir};
+use crate::cli_common::{
+    assert_bad_input, assert_bad_input_output, cli, cli_limited, stderr_of, TempDir,
+};
 use ndarray::{Array2, Array4, Ix2};
 use ndarray_npy::read_npy;
 use serde_json::Value;
@@ -454,5 +456,36 @@ fn generating_no_tokens_reports_no_rate() {
             "{backend}: {err}"
         );
         assert!(!err.contains("inf tokens/s"), "{backend}: {err}");
+    }
+}
+
+/// A model whose `model.safetensors` is longer or shorter than its header promises (3 GB
+/// of a sparse file behind a small header; a truncated download) is refused from the
+/// header under a 1 GB address-space limit, naming `--model` and both lengths: the
+/// weights are not read first.
+#[test]
+fn model_weights_longer_or_shorter_than_their_header_are_refused_unread() {
+    let t = TempDir::new("model-weights-length");
+    let m = model_dir(&t);
+    let weights = std::path::Path::new(&m).join("model.safetensors");
+    let real = std::fs::metadata(&weights).expect("weights").len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&weights)
+        .expect("open the weights");
+    for (len, says) in [
+        (
+            3u64 << 30,
+            format!("more than the {real} its header promises"),
+        ),
+        (
+            real - 5,
+            format!("5 fewer than the {real} its header promises"),
+        ),
+    ] {
+        file.set_len(len).expect("resize the weights");
+        let out = cli_limited("ulimit -v 1000000", &["model", "info", "--model", &m]);
+        assert_bad_input_output(&format!("weights of {len} bytes"), &out, "--model");
+        assert!(stderr_of(&out).contains(&says), "{}", stderr_of(&out));
     }
 }

@@ -86,33 +86,3 @@ pub fn read_header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>
     }
     Ok(buf)
 }
-
-/// The length a `.safetensors` file's header promises: 8 bytes of header size, the JSON
-/// header, and the data up to the largest end offset of any tensor.
-pub fn safetensors_len(r: &mut dyn Read) -> Result<u64, String> {
-    // safetensors' own limit on the header (MAX_HEADER_SIZE).
-    const MAX_HEADER: u64 = 100_000_000;
-    let size = read_header_bytes(r, 8, "the header size")?;
-    let n = u64::from_le_bytes(size.try_into().unwrap_or_default());
-    if n > MAX_HEADER {
-        return Err(format!(
-            "not a valid safetensors file: a header of {n} bytes (at most {MAX_HEADER})"
-        ));
-    }
-    let header = read_header_bytes(r, n, "the header")?;
-    let json: serde_json::Value = serde_json::from_slice(&header)
-        .map_err(|e| format!("not a valid safetensors file: header: {e}"))?;
-    let tensors = json
-        .as_object()
-        .ok_or("not a valid safetensors file: the header is not a JSON object")?;
-    let mut end = 0u64;
-    for (name, info) in tensors.iter().filter(|(name, _)| *name != "__metadata__") {
-        let offsets = info.get("data_offsets").and_then(|o| o.as_array());
-        let stop = offsets
-            .and_then(|o| o.get(1))
-            .and_then(serde_json::Value::as_u64)
-            .ok_or_else(|| format!("not a valid safetensors file: {name} has no data_offsets"))?;
-        end = end.max(stop);
-    }
-    Ok(8u64.saturating_add(n).saturating_add(end))
-}

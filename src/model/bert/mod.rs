@@ -30,7 +30,7 @@ use tokenizer::BertTokenizer;
 use weights::BertWeights;
 
 use crate::model::cpu_float::CpuFloat;
-use crate::model::files::{read_bounded, sha256_hex};
+use crate::model::files::{read_bounded, read_safetensors, sha256_hex};
 use crate::model::stages::Clock;
 #[cfg(not(target_arch = "wasm32"))]
 use crate::model::StageTimes;
@@ -115,7 +115,7 @@ impl BertModel {
         }
         let config = read_bounded(&path.join("config.json"), CONFIG_LIMIT)?;
         let tokenizer = read_bounded(&path.join("tokenizer.json"), TOKENIZER_LIMIT)?;
-        let weights = read_bounded(&path.join("model.safetensors"), WEIGHTS_LIMIT)?;
+        let weights = read_safetensors(&path.join("model.safetensors"), WEIGHTS_LIMIT)?;
         let mut model = Self::from_parts(&config, &weights, &tokenizer)?;
         model.sentence = SentenceConfig::read_dir(path, model.config.hidden_size)?;
         Ok(model)
