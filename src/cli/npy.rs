@@ -13,7 +13,8 @@ use ndarray_npy::{ReadNpyExt, ReadableElement, WritableElement, WriteNpyExt};
 
 use super::exit::CliError;
 use super::io::output::{OutputSet, Slot};
-use super::io::read::{read_bounded, read_header_bytes};
+use super::io::read::read_bounded;
+use wgpu_attention::model::read_header_bytes;
 
 /// A mask as read from disk: its dtype decides the kind.
 pub enum MaskArray {

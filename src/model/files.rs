@@ -60,28 +60,14 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Vec<u8>, ModelErro
 /// As [`read_bounded`]; [`ModelError::Format`] naming the path for a malformed header or
 /// a length other than the header's.
 pub(crate) fn read_safetensors(path: &Path, limit: u64) -> Result<Vec<u8>, ModelError> {
-    let (file, len) = open_within(path, limit)?;
+    let (mut file, len) = open_within(path, limit)?;
     let format = |detail: String| ModelError::Format {
         what: path.display().to_string(),
         detail,
     };
-    let want = safetensors_len(&mut io::BufReader::new(&file).take(len)).map_err(format)?;
-    if want != len {
-        let (more, n) = if len > want {
-            ("more", len - want)
-        } else {
-            ("fewer", want - len)
-        };
-        return Err(format(format!(
-            "the file holds {len} bytes, {n} {more} than the {want} its header promises"
-        )));
-    }
-    let mut file = file;
+    check_promised_len(&file, len, safetensors_len).map_err(format)?;
     file.seek(io::SeekFrom::Start(0))
-        .map_err(|e| ModelError::Io {
-            path: path.display().to_string(),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| io_error(path, e.to_string()))?;
     read_whole(path, file, len, limit)
 }
 
@@ -123,6 +109,32 @@ fn too_big(path: &Path, limit: u64) -> ModelError {
     )
 }
 
+/// Reads a file's header through `promised` (from a reader bounded by the file's length
+/// `len`), which returns the length that header promises, and refuses a file that holds
+/// more or fewer bytes, naming both. The model loaders and the command line's `.npy` and
+/// `.safetensors` inputs share this check. Leaves the file's position past the header.
+///
+/// # Errors
+/// `promised`'s message for a header it cannot accept, or the lengths that differ.
+pub fn check_promised_len(
+    file: &File,
+    len: u64,
+    promised: impl FnOnce(&mut dyn Read) -> Result<u64, String>,
+) -> Result<(), String> {
+    let want = promised(&mut io::BufReader::new(file).take(len))?;
+    if want != len {
+        let (more, n) = if len > want {
+            ("more", len - want)
+        } else {
+            ("fewer", want - len)
+        };
+        return Err(format!(
+            "the file holds {len} bytes, {n} {more} than the {want} its header promises"
+        ));
+    }
+    Ok(())
+}
+
 /// The length a `.safetensors` file's header promises: 8 bytes of header size, the JSON
 /// header, and the data up to the largest end offset of any tensor. Reads only the header
 /// from `r`. The command line checks its own `.safetensors` inputs with this too.
@@ -133,14 +145,14 @@ fn too_big(path: &Path, limit: u64) -> ModelError {
 pub fn safetensors_len(r: &mut dyn Read) -> Result<u64, String> {
     // safetensors' own limit on the header (MAX_HEADER_SIZE).
     const MAX_HEADER: u64 = 100_000_000;
-    let size = header_bytes(r, 8, "the header size")?;
+    let size = read_header_bytes(r, 8, "the header size")?;
     let n = u64::from_le_bytes(size.try_into().unwrap_or_default());
     if n > MAX_HEADER {
         return Err(format!(
             "not a valid safetensors file: a header of {n} bytes (at most {MAX_HEADER})"
         ));
     }
-    let header = header_bytes(r, n, "the header")?;
+    let header = read_header_bytes(r, n, "the header")?;
     let json: serde_json::Value = serde_json::from_slice(&header)
         .map_err(|e| format!("not a valid safetensors file: header: {e}"))?;
     let tensors = json
@@ -158,8 +170,12 @@ pub fn safetensors_len(r: &mut dyn Read) -> Result<u64, String> {
     Ok(8u64.saturating_add(n).saturating_add(end))
 }
 
-/// Exactly `n` bytes of a header, refusing a file that ends first.
-fn header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>, String> {
+/// Exactly `n` bytes of a header from `r` (`what` names them in the message), refusing a
+/// file that ends first.
+///
+/// # Errors
+/// A message for a read that fails or a file that ends inside them.
+pub fn read_header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>, String> {
     let mut buf = Vec::new();
     r.take(n)
         .read_to_end(&mut buf)

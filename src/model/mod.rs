@@ -20,7 +20,9 @@ mod types;
 
 pub use error::ModelError;
 pub use family::{Model, ModelGpu};
-pub use files::{open_regular_file, safetensors_len, sha256_hex};
+pub use files::{
+    check_promised_len, open_regular_file, read_header_bytes, safetensors_len, sha256_hex,
+};
 pub use locate::{model_cache_dir, resolve_model_path};
 #[doc(hidden)]
 pub use ops::{

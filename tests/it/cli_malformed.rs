@@ -6,6 +6,7 @@
 use std::process::Output;
 
 use crate::cli_common::{assert_bad_input_output, cli, cli_limited, stderr_of, TempDir};
+use crate::cli_mha::safetensors;
 
 /// A `.npy` file: magic, version, header length (as given, or the true one), the
 /// header text padded NumPy's way, then `data`.
@@ -311,14 +312,10 @@ fn unbounded_inputs_are_refused_before_reading() {
         ),
     );
     let huge = sparse(&dir, "huge.npy", &k_npy((1, 0), None), 3 << 30);
-    let st_header = concat!(
-        r#"{"in_proj_weight":{"dtype":"F32","shape":[6,2],"data_offsets":[0,48]},"#,
-        r#""out_proj.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[48,64]}}"#
-    )
-    .as_bytes();
-    let mut st = (st_header.len() as u64).to_le_bytes().to_vec();
-    st.extend(st_header);
-    let huge_st = sparse(&dir, "huge.safetensors", &st, 3 << 30);
+    let st = safetensors(&[("in_proj_weight", &[6, 2]), ("out_proj.weight", &[2, 2])]);
+    // The header alone (its 64 bytes of data cut), grown to 3 GB below.
+    let header = &st[..st.len() - 64];
+    let huge_st = sparse(&dir, "huge.safetensors", header, 3 << 30);
     let out = dir.arg("out.npy");
     let limit = "ulimit -v 1000000";
     for bad in [stream.as_str(), huge.as_str()] {
@@ -355,11 +352,7 @@ fn unbounded_inputs_are_refused_before_reading() {
         ("--key-padding-mask", stream.as_str()),
         ("--key-padding-mask", huge.as_str()),
     ] {
-        let st = dir.raw("w.safetensors", &{
-            let mut f = st.clone();
-            f.resize(f.len() + 64, 0);
-            f
-        });
+        let st = dir.raw("w.safetensors", &st);
         let mut args = vec![
             "mha",
             "--weights",

@@ -136,7 +136,7 @@ fn fixtures_through_the_binary() {
 }
 
 /// A `.safetensors` file of f32 zeros of these shapes.
-fn safetensors(tensors: &[(&str, &[usize])]) -> Vec<u8> {
+pub fn safetensors(tensors: &[(&str, &[usize])]) -> Vec<u8> {
     let mut header = serde_json::Map::new();
     let mut offset = 0;
     for (name, shape) in tensors {

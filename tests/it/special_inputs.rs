@@ -19,6 +19,7 @@ use wgpu_attention::model::ModelError;
 
 use crate::bert_tiny::{tiny_bert, write_dir};
 use crate::cli_common::{assert_bad_input_output, TempDir};
+use crate::cli_mha::safetensors;
 use crate::special_files::{device_node, mkfifo};
 
 /// Longer than any refusal takes, even on a loaded machine; a command still running then
@@ -82,19 +83,6 @@ fn refused_for_each(specials: &[(&str, String)], args: &[&str], flag: &str, out:
     }
 }
 
-/// A safetensors state dict of `mha` for embed dimension 2 (zeros).
-fn mha_weights() -> Vec<u8> {
-    let header = concat!(
-        r#"{"in_proj_weight":{"dtype":"F32","shape":[6,2],"data_offsets":[0,48]},"#,
-        r#""out_proj.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[48,64]}}"#
-    )
-    .as_bytes();
-    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
-    bytes.extend(header);
-    bytes.extend([0u8; 64]);
-    bytes
-}
-
 #[test]
 fn input_flags_refuse_fifos_devices_and_folders_at_once() {
     let dir = TempDir::new("special-inputs");
@@ -111,7 +99,10 @@ fn input_flags_refuse_fifos_devices_and_folders_at_once() {
         refused_for_each(&specials, &run, flag, &out_path);
     }
 
-    let weights = dir.raw("w.safetensors", &mha_weights());
+    let weights = dir.raw(
+        "w.safetensors",
+        &safetensors(&[("in_proj_weight", &[6, 2]), ("out_proj.weight", &[2, 2])]),
+    );
     let x = dir.npy(
         "x.npy",
         &ndarray::Array3::from_shape_fn((1, 3, 2), |(_, i, d)| (i + d) as f32),

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use wgpu_attention::model::open_regular_file;
+use wgpu_attention::model::{check_promised_len, open_regular_file};
 
 use super::super::exit::CliError;
 
@@ -46,20 +46,7 @@ pub fn read_bounded(
     let shown = path.display();
     let fail = |msg: String| CliError::input(flag, format!("{shown}: {msg}"));
     let (file, len) = open_input(flag, path)?;
-    let want = {
-        let mut header = std::io::BufReader::new(&file).take(len);
-        promised(&mut header).map_err(fail)?
-    };
-    if want != len {
-        let (more, n) = if len > want {
-            ("more", len - want)
-        } else {
-            ("fewer", want - len)
-        };
-        return Err(fail(format!(
-            "the file holds {len} bytes, {n} {more} than the {want} its header promises"
-        )));
-    }
+    check_promised_len(&file, len, promised).map_err(fail)?;
     let mut bytes = Vec::new();
     let size = usize::try_from(len).map_err(|_| fail(format!("{len} bytes is too large")))?;
     bytes
@@ -73,16 +60,4 @@ pub fn read_bounded(
         return Err(fail("the file changed while it was read".into()));
     }
     Ok(bytes)
-}
-
-/// Reads exactly `n` bytes of a header, refusing a file that ends first.
-pub fn read_header_bytes(r: &mut dyn Read, n: u64, what: &str) -> Result<Vec<u8>, String> {
-    let mut buf = Vec::new();
-    r.take(n)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot read {what}: {e}"))?;
-    if (buf.len() as u64) < n {
-        return Err(format!("the file ends inside {what}"));
-    }
-    Ok(buf)
 }
